@@ -1,0 +1,93 @@
+#include "log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef HAVE_SYSTEMD
+#include <syslog.h>
+#include <systemd/sd-journal.h>
+#endif
+
+static const char *log_ident = "gpunode";
+static enum log_level log_max = LOG_LEVEL_INFO;
+static int log_to_journal = -1;
+
+static const char *const level_names[] = {"err", "warning", "notice", "info", "debug"};
+
+void log_setup(const char *ident, enum log_level max)
+{
+    log_ident = ident;
+    log_max = max;
+}
+
+int log_level_from_string(const char *s)
+{
+    for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+        if (strcmp(s, level_names[i]) == 0)
+            return (int)i;
+    return -EINVAL;
+}
+
+static int journal_wanted(void)
+{
+    if (log_to_journal < 0)
+        log_to_journal = getenv("JOURNAL_STREAM") != NULL;
+    return log_to_journal;
+}
+
+static void log_write(enum log_level level, const char *file, int line, const char *text)
+{
+#ifdef HAVE_SYSTEMD
+    if (journal_wanted()) {
+        static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG};
+        sd_journal_send("MESSAGE=%s", text, "PRIORITY=%d", prio[level], "CODE_FILE=%s", file,
+                        "CODE_LINE=%d", line, "SYSLOG_IDENTIFIER=%s", log_ident, NULL);
+        return;
+    }
+#else
+    (void)journal_wanted;
+#endif
+    struct timespec ts;
+    struct tm tm;
+    char stamp[32];
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(stderr, "%s.%03ldZ %s[%s]: %s\n", stamp, ts.tv_nsec / 1000000, log_ident,
+            level_names[level], text);
+}
+
+static void log_vemit(enum log_level level, const char *file, int line, const char *fmt,
+                      va_list ap, int r)
+{
+    if (level > log_max)
+        return;
+    char text[2048];
+    int n = vsnprintf(text, sizeof(text), fmt, ap);
+    if (r < 0 && n >= 0 && (size_t)n < sizeof(text))
+        snprintf(text + n, sizeof(text) - (size_t)n, ": %s", strerror(-r));
+    log_write(level, file, line, text);
+}
+
+void log_emit(enum log_level level, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_vemit(level, file, line, fmt, ap, 0);
+    va_end(ap);
+}
+
+int log_emit_errno(enum log_level level, int r, const char *file, int line, const char *fmt, ...)
+{
+    int saved = errno;
+    va_list ap;
+    va_start(ap, fmt);
+    log_vemit(level, file, line, fmt, ap, r);
+    va_end(ap);
+    errno = saved;
+    return r;
+}
