@@ -25,6 +25,8 @@ int errmsg_prefix(struct errmsg *e, int r, const char *fmt, ...)
     va_end(ap);
     char old[ERRMSG_MAX];
     memcpy(old, e->text, sizeof(old));
-    snprintf(e->text, sizeof(e->text), "%s: %s", prefix, old);
+    /* A message too long for the buffer keeps its beginning, which names the input. */
+    if (snprintf(e->text, sizeof(e->text), "%s: %s", prefix, old) >= (int)sizeof(e->text))
+        e->text[sizeof(e->text) - 1] = '\0';
     return r;
 }
