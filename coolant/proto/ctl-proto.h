@@ -36,6 +36,7 @@ enum ctl_error {
     CTL_E_BADKEY,      /* settings: no such setting */
     CTL_E_BADVALUE,    /* settings: value refused (a reason is written to `why`) */
     CTL_E_NUMBER,      /* number malformed or out of range */
+    CTL_E_TRUNCATED,   /* reader: a '$' arrived before the frame's line end */
     _CTL_E_MAX,
 };
 
@@ -56,18 +57,21 @@ struct ctl_field {
     const char *value; /* without quotes */
 };
 
-/* A parsed frame. All strings point into `store`, so a frame can be copied by value. */
+/* A parsed frame. All strings point into the frame's own `store`: a plain struct copy would
+ * still point into the original, so copy frames with ctl_frame_copy(). */
 struct ctl_frame {
-    char kind;       /* an enum ctl_kind value */
-    uint16_t id;     /* request id or event sequence number */
+    char kind;   /* an enum ctl_kind value */
+    uint16_t id; /* request id or event sequence number */
     const char *verb;
     unsigned n_fields;
     struct ctl_field fields[CTL_FIELDS_MAX];
     char store[CTL_FRAME_MAX];
 };
 
-/* Parses one complete line: '$' body '*' crc, with or without the trailing "\r\n".
- * `len` excludes nothing: pass the bytes as received. Returns 0 or -CTL_E_*. */
+/* Parses one complete line: '$' body '*' crc, with or without the trailing "\r\n" or "\n".
+ * `len` excludes nothing: pass the bytes as received (no NUL needed). The part from '$' to the
+ * last CRC digit may be at most CTL_FRAME_MAX - 2 bytes, so that the frame with "\r\n" fits.
+ * Returns 0 or -CTL_E_*; *ret is written only on success. */
 int ctl_frame_parse(const char *line, size_t len, struct ctl_frame *ret);
 
 /* Returns the value of field `key`, or NULL if the frame has no such field. */
@@ -91,15 +95,16 @@ void ctl_writer_add(struct ctl_writer *w, const char *key, const char *value);
 void ctl_writer_add_int(struct ctl_writer *w, const char *key, long value);
 /* Adds a fixed-point value with two decimals: 3125 -> "31.25", -450 -> "-4.50". */
 void ctl_writer_add_centi(struct ctl_writer *w, const char *key, long centi);
-/* Appends "*CRC\r\n". Returns the frame length (w->buf holds the frame) or -CTL_E_*. */
+/* Appends "*CRC\r\n" (upper-case hex). Returns the frame length (w->buf holds the frame, NUL-
+ * terminated) or the first error. Call it once per ctl_writer_begin(). */
 int ctl_writer_finish(struct ctl_writer *w);
 
 /* Assembles frames from a byte stream, resynchronising on '$'. */
 struct ctl_reader {
     char buf[CTL_FRAME_MAX];
     size_t len;
-    bool in_frame;   /* a '$' was seen and the frame is not complete */
-    bool discarding; /* the current frame was too long or bad; skip to the next '$' */
+    bool in_frame;          /* a '$' was seen and the frame is not complete */
+    bool discarding;        /* the current frame was too long or bad; skip to the next '$' */
     unsigned long frames;   /* frames accepted */
     unsigned long rejected; /* frames rejected, for any reason */
 };
@@ -108,7 +113,9 @@ void ctl_reader_init(struct ctl_reader *r);
 
 /* Feeds one byte. Returns 1 when a frame is complete and valid (written to *ret), 0 when more
  * bytes are needed or the byte was noise outside any frame, and -CTL_E_* when a frame was
- * rejected (r->rejected has been incremented). */
+ * rejected (r->rejected has been incremented). A '$' inside a frame rejects that frame with
+ * -CTL_E_TRUNCATED and starts a new one; a too long frame or a bad byte (-CTL_E_TOOLONG,
+ * -CTL_E_CHARACTER) is rejected at once and the rest of it skipped up to the next '$'. */
 int ctl_reader_push(struct ctl_reader *r, uint8_t byte, struct ctl_frame *ret);
 
 /* Parses a decimal with up to two decimals into hundredths: "31.2" -> 3120. Range +-9999999.
@@ -116,6 +123,10 @@ int ctl_reader_push(struct ctl_reader *r, uint8_t byte, struct ctl_frame *ret);
 int ctl_parse_centi(const char *s, long *ret);
 /* Parses a decimal integer in [min, max]. Returns 0 or -CTL_E_NUMBER. */
 int ctl_parse_long(const char *s, long min, long max, long *ret);
+/* Formats hundredths as a decimal: with two decimals ("31.20", "-4.50", "42.00") or, when
+ * `shortest`, without trailing zeros ("31.2", "-4.5", "42"). Returns the length or
+ * -CTL_E_OVERFLOW when buf (NUL included) is too small. */
+int ctl_format_centi(long centi, bool shortest, char *buf, size_t size);
 
 /* ---- Settings: what the controller keeps in EEPROM (docs/protocol.md §6). ---- */
 
@@ -146,7 +157,9 @@ struct ctl_settings {
     unsigned host_timeout_s;
 };
 
-/* Parses "30:40,45:70,55:100" (syntax only). On failure writes a reason to why. */
+/* Parses "30:40,45:70,55:100" (syntax only: 1..CTL_CURVE_POINTS_MAX points; the rules are
+ * ctl_curve_check's). Returns 0 or -CTL_E_BADVALUE with a reason starting "curve", such as
+ * "curve point 2: duty x is not a whole percent". Reasons never hold '"', '$' or '*'. */
 int ctl_curve_parse(const char *s, struct ctl_curve *ret, char *why, size_t why_size);
 /* Formats a curve as parse accepts it, shortest form ("30:40" or "30.5:40"). Returns length or
  * -CTL_E_OVERFLOW. */
@@ -156,7 +169,8 @@ int ctl_curve_format(const struct ctl_curve *c, char *buf, size_t size);
  * "pump 1 curve point 3: 55 C after 60 C; points must rise". */
 int ctl_curve_check(const struct ctl_curve *c, unsigned pump, int min_duty, long critical_centi,
                     char *why, size_t why_size);
-/* Duty (percent) for a temperature: linear between points, held outside them. */
+/* Duty (percent) for a temperature: linear between points rounded to the nearest whole percent
+ * (halves up), held at the first/last duty outside them. 0 for an empty curve. */
 int ctl_curve_duty(const struct ctl_curve *c, long temp_centi);
 
 /* Checks the limits among themselves. Returns 0 or -CTL_E_BADVALUE with a reason. */
@@ -172,10 +186,12 @@ int ctl_settings_check(const struct ctl_settings *s, char *why, size_t why_size)
  * left unchanged and why says which setting and why. */
 int ctl_settings_apply(struct ctl_settings *s, const struct ctl_field *fields, unsigned n_fields,
                        char *why, size_t why_size);
-/* Formats one setting's value as the controller reports it. Returns length, -CTL_E_BADKEY or
- * -CTL_E_OVERFLOW. */
+/* Formats one setting's value as the controller reports it (docs/protocol.md §6): curves with
+ * the shortest temperatures ("30:40,45.5:70"), the fixed-point limits with two decimals
+ * ("42.00"), whole numbers as they are. Returns length, -CTL_E_BADKEY or -CTL_E_OVERFLOW. */
 int ctl_settings_get(const struct ctl_settings *s, const char *key, char *buf, size_t size);
-/* Calls fn for each setting name of this configuration, in table order (curves and min duties of
- * existing pumps only). Returns the number of names. */
-unsigned ctl_settings_keys(const struct ctl_settings *s, void (*fn)(const char *key, void *userdata),
-                           void *userdata);
+/* Calls fn (may be NULL) for each setting name of this configuration, in table order (curve and
+ * min duty of each existing pump, then the limits, then host.timeout). The key string is valid
+ * only during the call. Returns the number of names. */
+unsigned ctl_settings_keys(const struct ctl_settings *s,
+                           void (*fn)(const char *key, void *userdata), void *userdata);

@@ -1,0 +1,230 @@
+#include "docker.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hooks.h"
+#include "http-client.h"
+#include "macro.h"
+
+static const char *socket_path(const char *socket)
+{
+    return strncmp(socket, "unix://", 7) == 0 ? socket + 7 : socket;
+}
+
+/* Container ids go into URL paths; anything but hex digits would change the request. */
+static bool id_valid(const char *id)
+{
+    size_t len = strlen(id);
+    return len > 0 && len < DOCKER_ID_MAX && strspn(id, "0123456789abcdef") == len;
+}
+
+/* One API call bounded by the deadline. The reply's JSON (or NULL) goes to *ret_json. */
+static int docker_call(const char *method, const char *path, const char *socket,
+                       uint64_t deadline_us, long *ret_status, json_t **ret_json, struct errmsg *e)
+{
+    uint64_t now = hooks_now_us();
+    long left_ms = deadline_us > now ? (long)((deadline_us - now) / 1000u) : 0;
+    if (left_ms <= 0)
+        return errmsg_set(e, -ETIMEDOUT, "%s %s: no time left before the deadline", method, path);
+    char url[256];
+    snprintf(url, sizeof(url), "http://localhost%s", path);
+    int r =
+        http_request_json(method, url, socket_path(socket), NULL, left_ms, ret_status, ret_json, e);
+    if (r < 0)
+        return errmsg_prefix(e, r, "Docker Engine at %s: %s %s", socket_path(socket), method, path);
+    return 0;
+}
+
+/* Docker explains errors as {"message": "..."}. */
+static const char *reply_message(json_t *j)
+{
+    const char *m = json_string_value(json_object_get(j, "message"));
+    return m ? m : "(no message)";
+}
+
+static int parse_container(json_t *item, struct docker_container *c)
+{
+    const char *id = json_string_value(json_object_get(item, "Id"));
+    if (!id || !id_valid(id))
+        return -EPROTO;
+    memset(c, 0, sizeof(*c));
+    snprintf(c->id, sizeof(c->id), "%s", id);
+    const char *name = json_string_value(json_array_get(json_object_get(item, "Names"), 0));
+    if (name && name[0] == '/')
+        name++;
+    if (name && name[0])
+        snprintf(c->name, sizeof(c->name), "%s", name);
+    else
+        snprintf(c->name, sizeof(c->name), "%.12s", id);
+    return 0;
+}
+
+int docker_list_running(const char *socket, uint64_t deadline_us, struct docker_container **ret,
+                        size_t *ret_n, struct errmsg *e)
+{
+    long status = 0;
+    json_t *j = NULL;
+    int r = docker_call("GET", "/containers/json", socket, deadline_us, &status, &j, e);
+    if (r < 0)
+        return r;
+    if (status != 200 || !json_is_array(j)) {
+        r = errmsg_set(e, -EPROTO, "Docker Engine at %s: GET /containers/json: HTTP %ld: %s",
+                       socket_path(socket), status,
+                       json_is_array(j) ? "unexpected status" : reply_message(j));
+        json_decref(j);
+        return r;
+    }
+    size_t n = json_array_size(j);
+    struct docker_container *c = n ? calloc(n, sizeof(*c)) : NULL;
+    if (n && !c) {
+        json_decref(j);
+        return errmsg_set(e, -ENOMEM, "out of memory listing %zu containers", n);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (parse_container(json_array_get(j, i), &c[i]) < 0) {
+            json_decref(j);
+            free(c);
+            return errmsg_set(e, -EPROTO,
+                              "Docker Engine at %s: GET /containers/json: entry %zu has no "
+                              "valid Id",
+                              socket_path(socket), i);
+        }
+    json_decref(j);
+    *ret = c;
+    *ret_n = n;
+    return 0;
+}
+
+struct stop_job {
+    const char *socket;
+    const struct docker_container *c;
+    unsigned grace_s;
+    uint64_t deadline_us;
+    struct docker_stop_result *res;
+};
+
+static void stop_one(const struct stop_job *job)
+{
+    struct docker_stop_result *res = job->res;
+    uint64_t start = hooks_now_us();
+    char path[128];
+    snprintf(path, sizeof(path), "/containers/%s/stop?t=%u", job->c->id, job->grace_s);
+    struct errmsg e = {{0}};
+    json_t *j = NULL;
+    int r = docker_call("POST", path, job->socket, job->deadline_us, &res->status, &j, &e);
+    res->seconds = (double)(hooks_now_us() - start) / 1e6;
+    if (r < 0) {
+        res->r = r;
+        snprintf(res->error, sizeof(res->error), "%.*s", (int)sizeof(res->error) - 1, e.text);
+    } else if (res->status == 204) {
+        res->r = 0;
+    } else if (res->status == 304 || res->status == 404) {
+        res->r = 0;
+        res->already_stopped = true;
+    } else {
+        res->r = -EPROTO;
+        snprintf(res->error, sizeof(res->error), "HTTP %ld: %s", res->status, reply_message(j));
+    }
+    json_decref(j);
+}
+
+static void *stop_thread(void *p)
+{
+    stop_one(p);
+    return NULL;
+}
+
+int docker_stop_all(const char *socket, const struct docker_container *c, size_t n,
+                    unsigned grace_s, uint64_t deadline_us, struct docker_stop_result *ret)
+{
+    if (n == 0)
+        return 0;
+    _cleanup_free_ struct stop_job *jobs = calloc(n, sizeof(*jobs));
+    _cleanup_free_ pthread_t *threads = calloc(n, sizeof(*threads));
+    _cleanup_free_ bool *started = calloc(n, sizeof(*started));
+    if (!jobs || !threads || !started)
+        return -ENOMEM;
+    memset(ret, 0, n * sizeof(*ret));
+    for (size_t i = 0; i < n; i++) {
+        jobs[i] = (struct stop_job){socket, &c[i], grace_s, deadline_us, &ret[i]};
+        /* The stops must be in flight together: one after another, n containers would need n
+         * grace periods, more than the deadline allows. */
+        int r = pthread_create(&threads[i], NULL, stop_thread, &jobs[i]);
+        if (r != 0) {
+            ret[i].r = -r;
+            snprintf(ret[i].error, sizeof(ret[i].error), "cannot start a thread: %s", strerror(r));
+            continue;
+        }
+        started[i] = true;
+    }
+    int ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (started[i])
+            pthread_join(threads[i], NULL);
+        if (ret[i].r == 0)
+            ok++;
+    }
+    return ok;
+}
+
+int docker_container_running(const char *socket, const char *id, uint64_t deadline_us,
+                             bool *ret_running, struct errmsg *e)
+{
+    if (!id_valid(id))
+        return errmsg_set(e, -EINVAL, "invalid container id '%s'", id);
+    char path[128];
+    snprintf(path, sizeof(path), "/containers/%s/json", id);
+    long status = 0;
+    json_t *j = NULL;
+    int r = docker_call("GET", path, socket, deadline_us, &status, &j, e);
+    if (r < 0)
+        return r;
+    if (status == 404) {
+        json_decref(j);
+        *ret_running = false;
+        return 0;
+    }
+    json_t *running = json_object_get(json_object_get(j, "State"), "Running");
+    if (status != 200 || !json_is_boolean(running)) {
+        r = errmsg_set(e, -EPROTO, "Docker Engine at %s: GET %s: HTTP %ld: %s", socket_path(socket),
+                       path, status, status == 200 ? "no State.Running" : reply_message(j));
+        json_decref(j);
+        return r;
+    }
+    *ret_running = json_is_true(running);
+    json_decref(j);
+    return 0;
+}
+
+int docker_wait_stopped(const char *socket, const struct docker_container *c, size_t n,
+                        uint64_t deadline_us, unsigned poll_ms, bool *ret_running, struct errmsg *e)
+{
+    for (size_t i = 0; i < n; i++)
+        ret_running[i] = true;
+    size_t left = n;
+    while (left > 0) {
+        for (size_t i = 0; i < n; i++) {
+            if (!ret_running[i])
+                continue;
+            bool running;
+            if (docker_container_running(socket, c[i].id, deadline_us, &running, e) < 0)
+                continue;
+            if (!running) {
+                ret_running[i] = false;
+                left--;
+            }
+        }
+        uint64_t now = hooks_now_us();
+        if (left == 0 || now >= deadline_us)
+            break;
+        uint64_t nap = (uint64_t)poll_ms * 1000u;
+        usleep((useconds_t)(deadline_us - now < nap ? deadline_us - now : nap));
+    }
+    return (int)left;
+}

@@ -1,0 +1,575 @@
+"""Helpers for gpunode's system tests: processes, polling, the control API over a Unix socket,
+/metrics scraping, a throw-away Docker Engine and a Docker Engine that never answers.
+
+Everything here binds to loopback or to Unix sockets inside a temp dir, so tests can run in
+parallel, and every process started here is stopped again by whoever started it (the fixtures).
+"""
+
+import ctypes
+import gzip
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tarfile
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+
+# Sanitizer reports that make a run fail even when the program's exit status hides them.
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+def build_dir():
+    """The build directory whose binaries are under test: $GPUNODE_BUILD, else <repo>/build."""
+    return Path(os.environ.get("GPUNODE_BUILD", REPO / "build")).resolve()
+
+
+def binary(name):
+    """Path of one of the project's programs in the build dir; fails the test if it is missing,
+    because a missing binary means the build under test is broken, not that the test is moot."""
+    import pytest
+
+    path = build_dir() / "coolant" / name / name
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{name} is not built at {path} (set GPUNODE_BUILD to the build dir)")
+    return str(path)
+
+
+def short_tmpdir(prefix):
+    """A fresh temp dir with a short path: Unix socket paths are limited to 107 bytes, and
+    pytest's tmp_path can be longer than that. World-traversable so a test user can reach the
+    control socket inside it."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    path.chmod(0o755)
+    return path
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout, what, interval=0.1):
+    """Polls predicate() until it returns something truthy (returned) or timeout seconds pass
+    (AssertionError naming `what`). Exceptions from predicate count as "not yet"; the last one
+    is quoted in the failure so a broken peer is easy to tell from a slow one."""
+    deadline = time.monotonic() + timeout
+    last_exc = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # noqa: BLE001 - any failure means "not yet"
+            last_exc = exc
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_exc!r})" if last_exc else ""
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+def _die_with_parent():
+    # PR_SET_PDEATHSIG: a child must not outlive a pytest that was killed mid-run.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM, 0, 0, 0)
+
+
+class Proc:
+    """A program started for a test, its stdout and stderr in one log file."""
+
+    def __init__(self, argv, log_path, env=None, cwd=None):
+        self.argv = [str(a) for a in argv]
+        self.log_path = Path(log_path)
+        self._log = open(self.log_path, "ab")
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self.popen = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            cwd=cwd,
+            preexec_fn=_die_with_parent,
+        )
+        self.pid = self.popen.pid
+
+    def log(self):
+        """The program's output so far, as text."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def tail(self, lines=40):
+        return "\n".join(self.log().splitlines()[-lines:])
+
+    def running(self):
+        return self.popen.poll() is None
+
+    def wait(self, timeout):
+        """Waits for the program to exit by itself; returns its status or fails the test."""
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"{self.argv[0]} still running after {timeout}s; log:\n{self.tail()}"
+            ) from None
+
+    def stop(self, timeout=15):
+        """SIGTERM, then SIGKILL after `timeout` seconds. Returns the exit status (negative for
+        a signal, as subprocess reports it)."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self._log.close()
+        return self.popen.returncode
+
+    def sanitizer_report(self):
+        """The first sanitizer report line in the log, or None."""
+        for line in self.log().splitlines():
+            if any(m in line for m in SANITIZER_MARKERS):
+                return line
+        return None
+
+
+def run(argv, timeout=30, user=None, env=None, check=False):
+    """Runs a command to completion and returns CompletedProcess with text output. `user` is a
+    (uid, gid) pair to run it as, through setpriv, so supplementary groups come from
+    /etc/group as they would for a login."""
+    argv = [str(a) for a in argv]
+    if user is not None:
+        uid, gid = user
+        argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups", "--"] + argv
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env.setdefault("NO_COLOR", "1")
+    return subprocess.run(
+        argv,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        check=check,
+    )
+
+
+# ---- HTTP over a Unix socket (coold's control API) and over TCP (/metrics) ----
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over AF_UNIX: the host name only fills the Host header."""
+
+    def __init__(self, path, timeout=10):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = str(path)
+
+    def connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self.unix_path)
+        self.sock = sock
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body.decode())
+
+    def text(self):
+        return self.body.decode()
+
+    def __repr__(self):
+        return f"<Response {self.status} {self.body[:200]!r}>"
+
+
+def http_call(conn, method, path, body=None, headers=None):
+    """One request on a fresh connection; returns Response. A dict body is sent as JSON."""
+    headers = dict(headers or {})
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body).encode()
+        headers.setdefault("Content-Type", "application/json")
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
+    finally:
+        conn.close()
+
+
+def api(socket_path, method, path, body=None, timeout=30):
+    """A control-API call to coold over its Unix socket."""
+    return http_call(UnixHTTPConnection(socket_path, timeout=timeout), method, path, body)
+
+
+def scrape(port, accept=None, accept_encoding=None, timeout=10):
+    """GET /metrics on 127.0.0.1:port. Returns Response with the body as sent (not gunzipped)."""
+    headers = {}
+    if accept:
+        headers["Accept"] = accept
+    if accept_encoding:
+        headers["Accept-Encoding"] = accept_encoding
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    return http_call(conn, "GET", "/metrics", headers=headers)
+
+
+_SAMPLE_RE = re.compile(
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$"
+)
+_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def parse_metrics(text):
+    """Parses an exposition (text 0.0.4 or OpenMetrics) into {(name, ((label, value), ...)):
+    float}, labels sorted. Comment lines are skipped; a malformed sample line raises
+    ValueError, since a scraper would choke on it too."""
+    samples = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE_RE.match(line)
+        if not m:
+            raise ValueError(f"malformed sample line: {line!r}")
+        labels = []
+        raw = m.group("labels") or ""
+        pos = 0
+        while pos < len(raw):
+            lm = _LABEL_RE.match(raw, pos)
+            if not lm:
+                raise ValueError(f"malformed labels in: {line!r}")
+            labels.append((lm.group(1), lm.group(2)))
+            pos = lm.end()
+        samples[(m.group("name"), tuple(sorted(labels)))] = float(m.group("value"))
+    return samples
+
+
+def metric(samples, name, **labels):
+    """The value of one series, or None when it is absent."""
+    return samples.get((name, tuple(sorted(labels.items()))))
+
+
+def metric_series(samples, name):
+    """{labels-dict-as-tuple: value} of every series of one family."""
+    return {lab: v for (n, lab), v in samples.items() if n == name}
+
+
+# ---- Docker Engine ----
+
+
+def make_busybox_tar(path):
+    """A one-layer image: busybox-static and a link for each of its applets."""
+    bb = shutil.which("busybox") or "/bin/busybox"
+    applets = subprocess.run([bb, "--list"], capture_output=True, text=True, check=True)
+    with tarfile.open(path, "w") as tar:
+        for d in ("bin", "tmp", "ckpt"):
+            info = tarfile.TarInfo(d)
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o1777 if d == "tmp" else 0o755
+            tar.addfile(info)
+        tar.add(bb, arcname="bin/busybox")
+        for applet in applets.stdout.split():
+            if applet == "busybox":
+                continue
+            info = tarfile.TarInfo(f"bin/{applet}")
+            info.type = tarfile.SYMTYPE
+            info.linkname = "busybox"
+            tar.addfile(info)
+
+
+def _unmount_below(path):
+    """Lazily unmounts anything a crashed dockerd left mounted under path, deepest first, so the
+    dir can be removed."""
+    path = os.path.realpath(path)
+    mounts = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mp = line.split()[4].encode().decode("unicode_escape")
+            if mp == path or mp.startswith(path + "/"):
+                mounts.append(mp)
+    for mp in sorted(mounts, key=len, reverse=True):
+        subprocess.run(["umount", "-l", mp], capture_output=True)
+
+
+class Dockerd:
+    """A private Docker Engine (TESTBED.md) in its own dir: vfs storage, no networking, its own
+    config file so the host's /etc/docker/daemon.json cannot interfere."""
+
+    IMAGE = "gpunode-busybox:1"
+
+    def __init__(self):
+        self.dir = short_tmpdir("gn-dockerd-")
+        self.socket = str(self.dir / "docker.sock")
+        self.host = f"unix://{self.socket}"
+        (self.dir / "daemon.json").write_text("{}\n")
+        exe = shutil.which("dockerd")
+        if not exe:
+            import pytest
+
+            pytest.fail("dockerd not found (scripts/install-deps.sh installs docker.io)")
+        # The Debian CLI matches the Debian daemon; another docker on PATH may be newer.
+        self.cli = "/usr/bin/docker" if os.access("/usr/bin/docker", os.X_OK) else "docker"
+        self.proc = Proc(
+            [
+                exe, "--iptables=false", "--ip6tables=false", "--bridge=none",
+                "--storage-driver=vfs", f"--config-file={self.dir}/daemon.json",
+                f"--data-root={self.dir}/data", f"--exec-root={self.dir}/exec",
+                "-H", self.host, f"--pidfile={self.dir}/pid",
+            ],
+            self.dir / "dockerd.log",
+        )
+        try:
+            wait_for(self._ping, 60, "dockerd to answer /_ping")
+            tar = self.dir / "rootfs.tar"
+            make_busybox_tar(tar)
+            self.docker("import", tar, self.IMAGE, timeout=60)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _ping(self):
+        if not self.proc.running():
+            raise AssertionError(f"dockerd exited:\n{self.proc.tail()}")
+        return api(self.socket, "GET", "/_ping", timeout=2).status == 200
+
+    def docker(self, *args, timeout=60):
+        """Runs the docker CLI against this engine; fails the test on a non-zero exit."""
+        r = run([self.cli, *args], timeout=timeout, env={"DOCKER_HOST": self.host})
+        if r.returncode != 0:
+            raise AssertionError(f"docker {' '.join(map(str, args))} failed: {r.stderr}")
+        return r.stdout.strip()
+
+    def running(self, name):
+        """Whether the container is running, from the Engine API."""
+        r = api(self.socket, "GET", f"/containers/{name}/json", timeout=10)
+        return r.status == 200 and r.json()["State"]["Running"]
+
+    def remove_all(self):
+        ids = self.docker("ps", "-aq").split()
+        if ids:
+            self.docker("rm", "-f", *ids)
+
+    def stop(self):
+        if self.proc.running():
+            try:
+                self.remove_all()
+            except Exception:  # noqa: BLE001 - best effort before the engine goes
+                pass
+        self.proc.stop(timeout=30)
+        _unmount_below(self.dir)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class SilentEngine:
+    """A Unix socket that accepts connections and never answers: a Docker Engine that hangs."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        self.sock.listen(64)
+        self.accepted = 0
+        self._conns = []
+        self._stop = False
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        self.sock.settimeout(0.2)
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            self.accepted += 1
+            self._conns.append(conn)  # held open, never read from, never answered
+
+    def close(self):
+        self._stop = True
+        self._thread.join(timeout=5)
+        for c in self._conns:
+            c.close()
+        self.sock.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+# ---- coolsim and coold ----
+
+
+class Coolsim:
+    """coolsim playing one scenario on a pty whose slave is reached through a symlink."""
+
+    def __init__(self, workdir, scenario, duration=None, seed=1, eeprom=None, extra=(), name=None):
+        name = name or f"coolsim-{scenario}"
+        self.scenario = scenario
+        self.link = Path(workdir) / f"{name}.tty"
+        self.report_path = Path(workdir) / f"{name}.report.json"
+        argv = [binary("coolsim"), "--scenario", scenario, "--link", self.link,
+                "--report", self.report_path, "--seed", seed]
+        if duration is not None:
+            argv += ["--duration", duration]
+        if eeprom is not None:
+            argv += ["--eeprom", eeprom]
+        argv += list(extra)
+        self.proc = Proc(argv, Path(workdir) / f"{name}.log")
+        wait_for(self._link_ready, 10, f"coolsim to create {self.link}", interval=0.02)
+
+    def _link_ready(self):
+        if not self.proc.running():
+            raise AssertionError(f"coolsim exited early:\n{self.proc.tail()}")
+        return os.path.exists(self.link)
+
+    def wait(self, timeout):
+        """Waits for coolsim to end by itself (a cut, or --duration); returns its exit status."""
+        return self.proc.wait(timeout)
+
+    def stop(self):
+        return self.proc.stop()
+
+    def report(self):
+        """The --report JSON, once coolsim has ended."""
+        try:
+            return json.loads(self.report_path.read_text())
+        except (FileNotFoundError, ValueError) as exc:
+            raise AssertionError(f"no usable coolsim report ({exc}); log:\n{self.proc.tail()}")
+
+
+SHUTDOWN_STAGES = ["announce", "containers", "wait", "halt", "command"]
+
+# The default shutdown command: it only records that it ran, so a test can count the runs.
+RECORDER = """#!/bin/sh
+echo "ran $(date +%s.%N)" >> {log}
+"""
+
+
+class Coold:
+    """coold with a config of its own in workdir: control socket, audit log, hooks dir, metrics
+    port and a shutdown command that records each run instead of powering anything off."""
+
+    def __init__(self, workdir, device, name="coold", docker_socket=None, admin_group=None,
+                 command_script=None, args=(), overrides=None, wait=True, env=None):
+        self.workdir = Path(workdir)
+        self.name = name
+        self.socket = str(self.workdir / f"{name}.sock")
+        self.port = free_port()
+        self.audit_log = self.workdir / f"{name}.audit.log"
+        self.hooks_dir = self.workdir / f"{name}.hooks.d"
+        self.hooks_dir.mkdir(exist_ok=True)
+        self.command_log = self.workdir / f"{name}.command.log"
+        script = self.workdir / f"{name}.shutdown.sh"
+        script.write_text(command_script or RECORDER.format(log=self.command_log))
+        script.chmod(0o755)
+        if docker_socket is None:
+            # No engine on this "host": a path where nothing listens.
+            docker_socket = str(self.workdir / "no-docker.sock")
+        sections = {
+            "controller": {
+                "device": str(device), "baud": "115200", "poll_interval": "1s",
+                "stale_after": "3s", "dead_after": "10s",
+            },
+            "metrics": {"listen": f"127.0.0.1:{self.port}"},
+            "control": {
+                "socket": self.socket, "admin_group": admin_group or "root",
+                "audit_log": str(self.audit_log),
+            },
+            "shutdown": {
+                "command": str(script), "hooks_dir": str(self.hooks_dir),
+                "docker_socket": docker_socket, "container_grace": "10s",
+                "halt_within": "5s", "drill": "no",
+            },
+        }
+        for key, value in (overrides or {}).items():
+            section, _, k = key.partition(".")
+            if value is None:
+                sections[section].pop(k, None)
+            else:
+                sections[section][k] = str(value)
+        self.config = self.workdir / f"{name}.conf"
+        self.config.write_text(
+            "".join(
+                f"[{sec}]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items()) + "\n"
+                for sec, keys in sections.items()
+            )
+        )
+        self.proc = Proc([binary("coold"), "--config", self.config, *args],
+                         self.workdir / f"{name}.log", env=env)
+        if wait:
+            wait_for(self._ready, 20, f"{name} to serve its control socket and /metrics")
+
+    def _ready(self):
+        if not self.proc.running():
+            raise AssertionError(f"coold exited early:\n{self.proc.tail()}")
+        if not os.path.exists(self.socket):
+            return False
+        return (api(self.socket, "GET", "/v1/status", timeout=3).status == 200
+                and scrape(self.port, timeout=3).status == 200)
+
+    # -- the control API --
+
+    def get(self, path, timeout=30):
+        return api(self.socket, "GET", path, timeout=timeout)
+
+    def put(self, path, body, timeout=30):
+        return api(self.socket, "PUT", path, body, timeout=timeout)
+
+    def post(self, path, body=None, timeout=150):
+        return api(self.socket, "POST", path, body, timeout=timeout)
+
+    def status(self):
+        r = self.get("/v1/status")
+        assert r.status == 200, r
+        return r.json()
+
+    def settings(self):
+        r = self.get("/v1/settings")
+        assert r.status == 200, r
+        return r.json()["settings"]
+
+    def events(self, limit=0):
+        r = self.get(f"/v1/events?limit={limit}" if limit else "/v1/events")
+        assert r.status == 200, r
+        return r.json()["events"]
+
+    def metrics(self):
+        r = scrape(self.port)
+        assert r.status == 200, r
+        return parse_metrics(r.text())
+
+    def wait_up(self, timeout=15):
+        """Waits until the link is up and the first telemetry has arrived; returns the status."""
+        def up():
+            s = self.status()
+            return s if s["controller"]["link"] == "up" and s["telemetry"] else None
+        return wait_for(up, timeout, f"{self.name}: controller link up with telemetry")
+
+    def command_runs(self):
+        """Lines the shutdown command wrote (one per run with the default recorder)."""
+        try:
+            return self.command_log.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def stop(self):
+        return self.proc.stop()

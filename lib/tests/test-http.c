@@ -1,0 +1,587 @@
+/* Tests for lib/http-server.c and lib/http-client.c together: TCP on port 0 and a Unix socket
+ * in a temp dir, peer credentials, gzip negotiation, body limits, HEAD, concurrency, and the
+ * client's error codes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmocka.h>
+
+#include "http-client.h"
+#include "http-server.h"
+
+struct fixture {
+    struct http_server *tcp;
+    struct http_server *unix_srv;
+    char dir[64];
+    char sock[128];
+    char base[64]; /* "http://127.0.0.1:PORT" */
+};
+
+static atomic_int handler_calls;
+
+/* The /slow handler waits until the test says a second request got through meanwhile. */
+static pthread_mutex_t slow_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t slow_cond = PTHREAD_COND_INITIALIZER;
+static bool slow_entered, fast_done;
+
+static char *pattern(size_t n)
+{
+    char *b = malloc(n + 1);
+    assert_non_null(b);
+    for (size_t i = 0; i < n; i++)
+        b[i] = "metric_line 12345\n"[i % 18];
+    b[n] = '\0';
+    return b;
+}
+
+static void reply_echo(const struct http_request *req, struct http_reply *reply)
+{
+    const char *q = http_request_query(req, "q");
+    const char *flag = http_request_query(req, "flag");
+    const char *hdr = http_request_header(req, "x-test");
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s%, s:b, s:b, s:I, s:I, s:I, s:s, s:o, s:o, s:o}", "method", req->method,
+        "path", req->path, "body", req->body, req->body_len, "head", req->head, "is_unix",
+        req->peer.is_unix, "uid", (json_int_t)(int)req->peer.uid, "gid",
+        (json_int_t)(int)req->peer.gid, "pid", (json_int_t)req->peer.pid, "addr", req->peer.addr,
+        "q", q ? json_string(q) : json_null(), "flag", flag ? json_string(flag) : json_null(),
+        "hdr", hdr ? json_string(hdr) : json_null());
+    http_reply_json(reply, 200, j);
+}
+
+static void reply_slow(struct http_reply *reply)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 5;
+    pthread_mutex_lock(&slow_lock);
+    slow_entered = true;
+    pthread_cond_broadcast(&slow_cond);
+    int r = 0;
+    while (!fast_done && r == 0)
+        r = pthread_cond_timedwait(&slow_cond, &slow_lock, &deadline);
+    bool released = fast_done;
+    pthread_mutex_unlock(&slow_lock);
+    http_reply_json(reply, 200, json_pack("{s:b}", "released", released));
+}
+
+static void handler(const struct http_request *req, struct http_reply *reply, void *userdata)
+{
+    atomic_fetch_add(&handler_calls, 1);
+    const char *n = http_request_query(req, "n");
+    if (strcmp(req->path, "/echo") == 0)
+        reply_echo(req, reply);
+    else if (strcmp(req->path, "/big") == 0 || strcmp(req->path, "/big-plain") == 0) {
+        size_t len = n ? strtoul(n, NULL, 10) : 10000;
+        if (req->head && strcmp(req->method, "GET") == 0)
+            (void)http_reply_header(reply, "X-Saw-Head", "1");
+        http_reply_take(reply, 200, "text/plain", pattern(len), len,
+                        strcmp(req->path, "/big") == 0);
+    } else if (strcmp(req->path, "/slow") == 0)
+        reply_slow(reply);
+    else if (strcmp(req->path, "/sleep") == 0) {
+        usleep(1000 * 1000);
+        http_reply_json(reply, 200, json_object());
+    } else if (strcmp(req->path, "/none") == 0)
+        ; /* no reply at all */
+    else if (strcmp(req->path, "/notjson") == 0)
+        http_reply_take(reply, 200, "text/plain", strdup("hello"), 5, false);
+    else if (strcmp(req->path, "/header") == 0) {
+        /* No cmocka asserts here: this runs on a server thread. */
+        bool ok = http_reply_header(reply, "X-Thing", "42") == 0 &&
+                  http_reply_header(reply, "Bad", "a\r\nInjected: 1") == -EINVAL;
+        http_reply_error(reply, ok ? 201 : 500, "made %d", 1);
+    } else
+        http_reply_error(reply, 404, "no such path '%s'", req->path);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    strcpy(f->dir, "/tmp/test-http-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->sock, sizeof(f->sock), "%s/api.sock", f->dir);
+    struct errmsg e = {""};
+    assert_int_equal(http_server_new_tcp("127.0.0.1:0", handler, NULL, &f->tcp, &e), 0);
+    assert_true(http_server_port(f->tcp) > 0);
+    snprintf(f->base, sizeof(f->base), "http://127.0.0.1:%u", http_server_port(f->tcp));
+    assert_int_equal(http_server_new_unix(f->sock, 0666, handler, NULL, &f->unix_srv, &e), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    http_server_free(f->tcp);
+    http_server_free(f->unix_srv);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static void url(char *buf, size_t size, const struct fixture *f, const char *path)
+{
+    snprintf(buf, size, "%s%s", f->base, path);
+}
+
+static void test_tcp_json_roundtrip(void **state)
+{
+    struct fixture *f = *state;
+    char u[256];
+    url(u, sizeof(u), f, "/echo?q=a%20b&flag");
+    json_t *body = json_pack("{s:i}", "x", 1);
+    json_t *reply = NULL;
+    long status = 0;
+    struct errmsg e = {""};
+    assert_int_equal(http_request_json("POST", u, NULL, body, 5000, &status, &reply, &e), 0);
+    json_decref(body);
+    assert_int_equal(status, 200);
+    assert_non_null(reply);
+    assert_string_equal(json_string_value(json_object_get(reply, "method")), "POST");
+    assert_string_equal(json_string_value(json_object_get(reply, "path")), "/echo");
+    assert_string_equal(json_string_value(json_object_get(reply, "body")), "{\"x\":1}");
+    assert_string_equal(json_string_value(json_object_get(reply, "q")), "a b");
+    assert_string_equal(json_string_value(json_object_get(reply, "flag")), "");
+    assert_false(json_is_true(json_object_get(reply, "is_unix")));
+    assert_int_equal(json_integer_value(json_object_get(reply, "uid")), -1);
+    assert_int_equal(json_integer_value(json_object_get(reply, "gid")), -1);
+    assert_string_equal(json_string_value(json_object_get(reply, "addr")), "127.0.0.1");
+    json_decref(reply);
+}
+
+static void test_unix_peer_credentials(void **state)
+{
+    struct fixture *f = *state;
+    struct stat st;
+    assert_int_equal(stat(f->sock, &st), 0);
+    assert_true(S_ISSOCK(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0666);
+
+    const char *const hdrs[] = {"X-Test: yes", NULL};
+    struct http_client_opts o = {.method = "DELETE",
+                                 .url = "http://localhost/echo",
+                                 .unix_socket = f->sock,
+                                 .headers = hdrs,
+                                 .timeout_ms = 5000};
+    struct http_response resp = {0};
+    struct errmsg e = {""};
+    assert_int_equal(http_request_opts(&o, &resp, &e), 0);
+    assert_int_equal(resp.status, 200);
+    json_t *j = json_loadb(resp.body, resp.body_len, 0, NULL);
+    assert_non_null(j);
+    assert_string_equal(json_string_value(json_object_get(j, "method")), "DELETE");
+    assert_true(json_is_true(json_object_get(j, "is_unix")));
+    assert_int_equal(json_integer_value(json_object_get(j, "uid")), (json_int_t)getuid());
+    assert_int_equal(json_integer_value(json_object_get(j, "gid")), (json_int_t)getgid());
+    assert_int_equal(json_integer_value(json_object_get(j, "pid")), (json_int_t)getpid());
+    assert_string_equal(json_string_value(json_object_get(j, "hdr")), "yes");
+    assert_true(json_is_null(json_object_get(j, "q")));
+    json_decref(j);
+    http_response_done(&resp);
+    http_response_done(&resp); /* safe twice */
+}
+
+static int inflate_gzip(const char *in, size_t in_len, char *out, size_t out_size, size_t *ret_len)
+{
+    z_stream z = {0};
+    if (inflateInit2(&z, 16 + 15) != Z_OK)
+        return -1;
+    z.next_in = (Bytef *)in;
+    z.avail_in = (uInt)in_len;
+    z.next_out = (Bytef *)out;
+    z.avail_out = (uInt)out_size;
+    int r = inflate(&z, Z_FINISH);
+    *ret_len = z.total_out;
+    inflateEnd(&z);
+    return r == Z_STREAM_END ? 0 : -1;
+}
+
+/* Fetches path with the given Accept-Encoding, curl's own decoding off. */
+static void fetch_raw(const struct fixture *f, const char *path, const char *accept_encoding,
+                      struct http_response *resp)
+{
+    char u[256], ae[128];
+    url(u, sizeof(u), f, path);
+    snprintf(ae, sizeof(ae), "Accept-Encoding: %s", accept_encoding);
+    const char *const hdrs[] = {ae, NULL};
+    struct http_client_opts o = {.url = u, .headers = hdrs, .raw = true, .timeout_ms = 5000};
+    struct errmsg e = {""};
+    assert_int_equal(http_request_opts(&o, resp, &e), 0);
+    assert_int_equal(resp->status, 200);
+}
+
+static void test_gzip_negotiation(void **state)
+{
+    struct fixture *f = *state;
+    _cleanup_free_ char *want = pattern(10000);
+    char buf[64], out[20000];
+    size_t out_len;
+    struct http_response resp = {0};
+
+    fetch_raw(f, "/big", "deflate, gzip;q=0.5", &resp);
+    assert_int_equal(http_response_header(&resp, "content-encoding", buf, sizeof(buf)), 4);
+    assert_string_equal(buf, "gzip");
+    assert_true(http_response_header(&resp, "Vary", buf, sizeof(buf)) > 0);
+    assert_string_equal(buf, "Accept-Encoding");
+    assert_true(resp.body_len < 1000);
+    assert_int_equal(inflate_gzip(resp.body, resp.body_len, out, sizeof(out), &out_len), 0);
+    assert_int_equal(out_len, 10000);
+    assert_memory_equal(out, want, 10000);
+    http_response_done(&resp);
+
+    /* Explicitly refused, not offered, only via a wildcard refused by name. */
+    static const char *const no_gzip[] = {"gzip;q=0", "identity", "*;q=1, gzip;q=0.000", "br"};
+    for (size_t i = 0; i < ELEMENTSOF(no_gzip); i++) {
+        fetch_raw(f, "/big", no_gzip[i], &resp);
+        assert_int_equal(http_response_header(&resp, "Content-Encoding", buf, sizeof(buf)),
+                         -ENOENT);
+        assert_int_equal(resp.body_len, 10000);
+        assert_memory_equal(resp.body, want, 10000);
+        http_response_done(&resp);
+    }
+
+    fetch_raw(f, "/big", "*", &resp);
+    assert_int_equal(http_response_header(&resp, "Content-Encoding", buf, sizeof(buf)), 4);
+    http_response_done(&resp);
+
+    /* A reply not marked compressible is sent as is. */
+    fetch_raw(f, "/big-plain", "gzip", &resp);
+    assert_int_equal(http_response_header(&resp, "Content-Encoding", buf, sizeof(buf)), -ENOENT);
+    assert_int_equal(resp.body_len, 10000);
+    http_response_done(&resp);
+
+    /* The default client asks for compression and decodes it. */
+    char u[256];
+    url(u, sizeof(u), f, "/big");
+    struct errmsg e = {""};
+    assert_int_equal(http_request("GET", u, NULL, NULL, NULL, 0, 5000, &resp, &e), 0);
+    assert_int_equal(http_response_header(&resp, "Content-Encoding", buf, sizeof(buf)), 4);
+    assert_int_equal(resp.body_len, 10000);
+    assert_memory_equal(resp.body, want, 10000);
+    http_response_done(&resp);
+}
+
+static void test_body_limit(void **state)
+{
+    struct fixture *f = *state;
+    char u[256];
+    url(u, sizeof(u), f, "/echo");
+    size_t n = HTTP_SERVER_MAX_BODY + 1;
+    _cleanup_free_ char *body = pattern(n);
+    struct http_response resp = {0};
+    struct errmsg e = {""};
+
+    int before = atomic_load(&handler_calls);
+    assert_int_equal(http_request("POST", u, NULL, "text/plain", body, n, 5000, &resp, &e), 0);
+    assert_int_equal(resp.status, 413);
+    assert_non_null(strstr(resp.body, "\"error\""));
+    http_response_done(&resp);
+    assert_int_equal(atomic_load(&handler_calls), before);
+
+    /* The same without a Content-Length up front (chunked upload). */
+    const char *const chunked[] = {"Transfer-Encoding: chunked", NULL};
+    struct http_client_opts o = {.method = "POST",
+                                 .url = u,
+                                 .headers = chunked,
+                                 .body = body,
+                                 .body_len = n,
+                                 .timeout_ms = 5000};
+    assert_int_equal(http_request_opts(&o, &resp, &e), 0);
+    assert_int_equal(resp.status, 413);
+    http_response_done(&resp);
+    assert_int_equal(atomic_load(&handler_calls), before);
+
+    /* Exactly at the limit is fine. */
+    assert_int_equal(http_request("PUT", u, NULL, "text/plain", body, n - 1, 5000, &resp, &e), 0);
+    assert_int_equal(resp.status, 200);
+    json_t *j = json_loadb(resp.body, resp.body_len, 0, NULL);
+    assert_int_equal(json_string_length(json_object_get(j, "body")), n - 1);
+    json_decref(j);
+    http_response_done(&resp);
+}
+
+static void test_head(void **state)
+{
+    struct fixture *f = *state;
+    char u[256], buf[32];
+    url(u, sizeof(u), f, "/big-plain?n=4321");
+    struct http_response resp = {0};
+    struct errmsg e = {""};
+    assert_int_equal(http_request("HEAD", u, NULL, NULL, NULL, 0, 5000, &resp, &e), 0);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(resp.body_len, 0);
+    assert_string_equal(resp.body, "");
+    assert_true(http_response_header(&resp, "Content-Length", buf, sizeof(buf)) > 0);
+    assert_string_equal(buf, "4321");
+    assert_int_equal(http_response_header(&resp, "X-Saw-Head", buf, sizeof(buf)), 1);
+    http_response_done(&resp);
+
+    url(u, sizeof(u), f, "/echo");
+    assert_int_equal(http_request("HEAD", u, NULL, NULL, NULL, 0, 5000, &resp, &e), 0);
+    assert_int_equal(resp.status, 200);
+    http_response_done(&resp);
+}
+
+static void *slow_request(void *arg)
+{
+    const struct fixture *f = arg;
+    json_t *reply = NULL;
+    long status = 0;
+    struct errmsg e = {""};
+    int r = http_request_json("POST", "http://localhost/slow", f->sock, NULL, 10000, &status,
+                              &reply, &e);
+    bool released = r == 0 && status == 200 && json_is_true(json_object_get(reply, "released"));
+    json_decref(reply);
+    return released ? (void *)1 : NULL;
+}
+
+static void test_slow_handler_does_not_block(void **state)
+{
+    struct fixture *f = *state;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, slow_request, f), 0);
+    pthread_mutex_lock(&slow_lock);
+    while (!slow_entered)
+        pthread_cond_wait(&slow_cond, &slow_lock);
+    pthread_mutex_unlock(&slow_lock);
+
+    /* The slow handler is now blocked; a scrape on the other server and a second control
+     * request on the same one must both get through. */
+    char u[256];
+    url(u, sizeof(u), f, "/echo");
+    struct http_response resp = {0};
+    struct errmsg e = {""};
+    assert_int_equal(http_request("GET", u, NULL, NULL, NULL, 0, 2000, &resp, &e), 0);
+    assert_int_equal(resp.status, 200);
+    http_response_done(&resp);
+    assert_int_equal(
+        http_request("GET", "http://localhost/echo", f->sock, NULL, NULL, 0, 2000, &resp, &e), 0);
+    assert_int_equal(resp.status, 200);
+    http_response_done(&resp);
+
+    pthread_mutex_lock(&slow_lock);
+    fast_done = true;
+    pthread_cond_broadcast(&slow_cond);
+    pthread_mutex_unlock(&slow_lock);
+    void *released = NULL;
+    assert_int_equal(pthread_join(t, &released), 0);
+    assert_non_null(released);
+}
+
+static void test_replies(void **state)
+{
+    struct fixture *f = *state;
+    char u[256], buf[32];
+    struct http_response resp = {0};
+    struct errmsg e = {""};
+
+    url(u, sizeof(u), f, "/none");
+    assert_int_equal(http_request("GET", u, NULL, NULL, NULL, 0, 5000, &resp, &e), 0);
+    assert_int_equal(resp.status, 500);
+    http_response_done(&resp);
+
+    url(u, sizeof(u), f, "/header");
+    assert_int_equal(http_request("GET", u, NULL, NULL, NULL, 0, 5000, &resp, &e), 0);
+    assert_int_equal(resp.status, 201);
+    assert_string_equal(resp.body, "{\"error\":\"made 1\"}");
+    assert_int_equal(http_response_header(&resp, "x-thing", buf, sizeof(buf)), 2);
+    assert_string_equal(buf, "42");
+    assert_int_equal(http_response_header(&resp, "Injected", buf, sizeof(buf)), -ENOENT);
+    assert_int_equal(http_response_header(&resp, "Content-Type", buf, 4), -ENOBUFS);
+    http_response_done(&resp);
+
+    json_t *j = (json_t *)1;
+    long status = 0;
+    url(u, sizeof(u), f, "/notjson");
+    assert_int_equal(http_request_json("GET", u, NULL, NULL, 5000, &status, &j, &e), 0);
+    assert_int_equal(status, 200);
+    assert_null(j);
+    url(u, sizeof(u), f, "/nothere");
+    assert_int_equal(http_request_json("GET", u, NULL, NULL, 5000, &status, &j, &e), 0);
+    assert_int_equal(status, 404);
+    assert_string_equal(json_string_value(json_object_get(j, "error")), "no such path '/nothere'");
+    json_decref(j);
+}
+
+static void test_client_errors(void **state)
+{
+    struct fixture *f = *state;
+    char u[256];
+    struct http_response resp = {.status = 77};
+    struct errmsg e = {""};
+
+    /* A port nobody listens on: bind one, close it, connect. */
+    struct http_server *gone = NULL;
+    assert_int_equal(http_server_new_tcp("127.0.0.1:0", handler, NULL, &gone, &e), 0);
+    snprintf(u, sizeof(u), "http://127.0.0.1:%u/", http_server_port(gone));
+    http_server_free(gone);
+    assert_int_equal(http_request("GET", u, NULL, NULL, NULL, 0, 5000, &resp, &e), -ECONNREFUSED);
+    assert_non_null(strstr(e.text, u));
+    assert_int_equal(resp.status, 77); /* untouched */
+
+    char missing[160];
+    snprintf(missing, sizeof(missing), "%s/missing.sock", f->dir);
+    assert_int_equal(
+        http_request("GET", "http://localhost/", missing, NULL, NULL, 0, 5000, &resp, &e), -ENOENT);
+    assert_non_null(strstr(e.text, "missing.sock"));
+
+    url(u, sizeof(u), f, "/sleep");
+    assert_int_equal(http_request("GET", u, NULL, NULL, NULL, 0, 200, &resp, &e), -ETIMEDOUT);
+
+    url(u, sizeof(u), f, "/big-plain?n=5000");
+    struct http_client_opts o = {.url = u, .max_body = 1000, .timeout_ms = 5000};
+    assert_int_equal(http_request_opts(&o, &resp, &e), -EFBIG);
+    snprintf(u, sizeof(u), "%s/big-plain?n=%u", f->base, HTTP_CLIENT_MAX_BODY + 1);
+    assert_int_equal(http_request("GET", u, NULL, NULL, NULL, 0, 20000, &resp, &e), -EFBIG);
+    snprintf(u, sizeof(u), "%s/big-plain?n=%u", f->base, HTTP_CLIENT_MAX_BODY);
+    assert_int_equal(http_request("GET", u, NULL, NULL, NULL, 0, 20000, &resp, &e), 0);
+    assert_int_equal(resp.body_len, HTTP_CLIENT_MAX_BODY);
+    http_response_done(&resp);
+
+    assert_int_equal(http_request("GET", "ftp://example/", NULL, NULL, NULL, 0, 1000, &resp, &e),
+                     -EINVAL);
+}
+
+struct sink_state {
+    size_t total;
+    size_t stop_after;
+};
+
+static int count_sink(const void *data, size_t len, void *userdata)
+{
+    struct sink_state *s = userdata;
+    s->total += len;
+    return s->stop_after && s->total >= s->stop_after ? -ECANCELED : 0;
+}
+
+static void test_client_sink(void **state)
+{
+    struct fixture *f = *state;
+    char u[256];
+    snprintf(u, sizeof(u), "%s/big-plain?n=%u", f->base, 3 * HTTP_CLIENT_MAX_BODY / 2);
+    struct sink_state s = {0};
+    struct http_client_opts o = {
+        .url = u, .timeout_ms = 20000, .sink = count_sink, .sink_userdata = &s};
+    struct http_response resp = {0};
+    struct errmsg e = {""};
+    /* Streaming is not bound by the buffering limit. */
+    assert_int_equal(http_request_opts(&o, &resp, &e), 0);
+    assert_int_equal(s.total, 3 * HTTP_CLIENT_MAX_BODY / 2);
+    assert_int_equal(resp.body_len, 0);
+    http_response_done(&resp);
+
+    s = (struct sink_state){.stop_after = 1};
+    assert_int_equal(http_request_opts(&o, &resp, &e), -ECANCELED);
+}
+
+struct hammer {
+    const struct fixture *f;
+    int ok;
+};
+
+static void *hammer_thread(void *arg)
+{
+    struct hammer *h = arg;
+    for (int i = 0; i < 20; i++) {
+        char u[256];
+        snprintf(u, sizeof(u), "%s/echo?q=%d", h->f->base, i);
+        json_t *j = NULL;
+        long status = 0;
+        if (http_request_json("GET", u, NULL, NULL, 5000, &status, &j, NULL) == 0 &&
+            status == 200 && j && atoi(json_string_value(json_object_get(j, "q"))) == i)
+            h->ok++;
+        json_decref(j);
+    }
+    return NULL;
+}
+
+static void test_concurrent_clients(void **state)
+{
+    struct hammer h[8];
+    pthread_t t[8];
+    for (size_t i = 0; i < ELEMENTSOF(t); i++) {
+        h[i] = (struct hammer){.f = *state};
+        assert_int_equal(pthread_create(&t[i], NULL, hammer_thread, &h[i]), 0);
+    }
+    for (size_t i = 0; i < ELEMENTSOF(t); i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(h[i].ok, 20);
+    }
+}
+
+static void test_unix_socket_file_handling(void **state)
+{
+    struct fixture *f = *state;
+    struct errmsg e = {""};
+    struct http_server *s = NULL;
+
+    /* A live server keeps its socket. */
+    assert_int_equal(http_server_new_unix(f->sock, 0600, handler, NULL, &s, &e), -EADDRINUSE);
+
+    /* A stale socket file (nobody listening) is replaced. */
+    char stale[160];
+    snprintf(stale, sizeof(stale), "%s/stale.sock", f->dir);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    strcpy(sun.sun_path, stale);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+    close(fd);
+    assert_int_equal(http_server_new_unix(stale, 0600, handler, NULL, &s, &e), 0);
+    struct stat st;
+    assert_int_equal(stat(stale, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    struct http_response resp = {0};
+    assert_int_equal(
+        http_request("GET", "http://localhost/echo", stale, NULL, NULL, 0, 5000, &resp, &e), 0);
+    assert_int_equal(resp.status, 200);
+    http_response_done(&resp);
+    http_server_free(s);
+    assert_int_equal(stat(stale, &st), -1); /* unlinked on free */
+    assert_int_equal(errno, ENOENT);
+
+    /* Something that is not a socket is never removed. */
+    char regular[160];
+    snprintf(regular, sizeof(regular), "%s/regular", f->dir);
+    fd = open(regular, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(http_server_new_unix(regular, 0600, handler, NULL, &s, &e), -EEXIST);
+    assert_int_equal(stat(regular, &st), 0);
+    unlink(regular);
+
+    assert_int_equal(http_server_new_tcp("nonsense", handler, NULL, &s, &e), -EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tcp_json_roundtrip),
+        cmocka_unit_test(test_unix_peer_credentials),
+        cmocka_unit_test(test_gzip_negotiation),
+        cmocka_unit_test(test_body_limit),
+        cmocka_unit_test(test_head),
+        cmocka_unit_test(test_slow_handler_does_not_block),
+        cmocka_unit_test(test_replies),
+        cmocka_unit_test(test_client_errors),
+        cmocka_unit_test(test_client_sink),
+        cmocka_unit_test(test_concurrent_clients),
+        cmocka_unit_test(test_unix_socket_file_handling),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs every Debian package gpunode needs to build, test, fuzz and run. Idempotent and quiet:
+# when everything is already installed it only asks dpkg and returns (well under a second).
+#
+#   scripts/install-deps.sh            # as root (or through sudo)
+#   GPUNODE_START_SERVICES=1 ...       # let packages start their services (docker, prometheus)
+#
+# Services are NOT started by default: the tests start their own private daemons, and a stray
+# system prometheus or dockerd on a build machine only gets in the way.
+set -euo pipefail
+
+PACKAGES=(
+    # build
+    meson ninja-build pkg-config gcc git
+    # libraries (DESIGN.md, "Dependencies")
+    libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libinih-dev
+    libsqlite3-dev libarchive-dev libzstd-dev libcmocka-dev libsystemd-dev zlib1g-dev
+    # fuzzing and the format check
+    clang libclang-rt-14-dev clang-format
+    # system tests and their real peers (TESTBED.md)
+    python3 python3-pytest python3-requests docker.io busybox-static socat prometheus
+    curl util-linux passwd procps
+)
+
+# One dpkg-query for all: it is what makes the already-installed case fast.
+declare -A have=()
+while read -r name status; do
+    [ "$status" = installed ] && have[$name]=1
+done < <(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)
+missing=()
+for p in "${PACKAGES[@]}"; do
+    [ -n "${have[$p]:-}" ] || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    exec sudo -E "$0" "$@"
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+
+# Keep package scripts from starting services, unless asked to, with a temporary policy-rc.d
+# (removed again even on failure); an existing one is left as it is.
+policy=/usr/sbin/policy-rc.d
+if [ -z "${GPUNODE_START_SERVICES:-}" ] && [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    made_policy=1
+fi
+
+apt_opts=(-q -y -o Dpkg::Use-Pty=0 -o Dpkg::Options::=--force-confdef
+    -o Dpkg::Options::=--force-confold --no-install-recommends)
+log=$(mktemp)
+trap 'rm -f "$log"; if [ -n "${made_policy:-}" ]; then rm -f "$policy"; fi' EXIT
+# Quiet when it works, the whole apt output when it does not.
+if ! { apt-get -q update && apt-get "${apt_opts[@]}" install "${missing[@]}"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "install-deps: apt-get failed" >&2
+    exit 1
+fi
+echo "install-deps: done" >&2

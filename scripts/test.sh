@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Installs, builds and runs every test of gpunode, and ends with one line "N passed, N failed"
+# that sums every check: each build, each unit test, each system test (pytest), the format
+# check and each fuzz smoke run, once for the plain build and once more under ASan+UBSan.
+# Exits non-zero if anything failed.
+#
+# Environment:
+#   GPUNODE_BUILD_PREFIX  build dir name prefix (default "build": build/, build-asan/, build-fuzz/)
+#   FUZZ_SECONDS          seconds per fuzz target (default 20)
+#   SKIP_INSTALL=1        do not run scripts/install-deps.sh
+#   PYTEST_ARGS           extra arguments for pytest (e.g. "-k coolctl")
+set -uo pipefail
+
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+PREFIX=${GPUNODE_BUILD_PREFIX:-build}
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+PYTHON=/usr/bin/python3
+RESULTS="$PYTHON $ROOT/scripts/test-results.py"
+START=$(date +%s)
+
+passed=0
+failed=0
+failures=()
+
+note() { printf '\n=== %s (%ss)\n' "$*" "$(($(date +%s) - START))"; }
+pass() { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); failures+=("$1"); printf 'FAIL: %s\n' "$1"; }
+
+# check NAME CMD... : one counted check; the command's output goes to a log shown on failure.
+check() {
+    local name=$1 log
+    shift
+    log=$(mktemp)
+    if "$@" >"$log" 2>&1; then
+        pass
+    else
+        tail -n 60 "$log"
+        fail "$name"
+    fi
+    rm -f "$log"
+}
+
+# count KIND FILE LABEL: adds a runner's results (see scripts/test-results.py) to the totals.
+count() {
+    local kind=$1 file=$2 label=$3 out last p f s
+    out=$($RESULTS "$kind" "$file")
+    last=$(tail -n 1 <<<"$out")
+    read -r p f s <<<"$last"
+    passed=$((passed + p))
+    failed=$((failed + f))
+    while IFS= read -r line; do
+        [ -n "$line" ] && failures+=("$label ${line#FAIL }")
+    done < <(grep '^FAIL ' <<<"$out")
+    printf '%s: %s passed, %s failed, %s skipped\n' "$label" "$p" "$f" "$s"
+}
+
+# build_dir DIR [meson options...]: sets up a build dir (or re-applies the options to an existing
+# one) and builds it. The compiler comes from $CC as usual.
+build_dir() {
+    local dir=$1
+    shift
+    if [ -f "$dir/build.ninja" ]; then
+        meson configure "$dir" "$@" || return
+    else
+        meson setup "$dir" "$@" || return
+    fi
+    ninja -C "$dir"
+}
+
+unit_tests() {
+    local dir=$1 label=$2 rc
+    rm -f "$dir/meson-logs/testlog.json"
+    meson test -C "$dir" --suite unit --print-errorlogs --num-processes 2 >"$dir/unit-tests.log" 2>&1
+    rc=$?
+    if [ ! -f "$dir/meson-logs/testlog.json" ] && grep -q 'No suitable tests' "$dir/unit-tests.log"; then
+        printf '%s: no unit tests defined\n' "$label"
+        return
+    fi
+    [ $rc -eq 0 ] || tail -n 80 "$dir/unit-tests.log"
+    count meson "$dir/meson-logs/testlog.json" "$label"
+}
+
+system_tests() {
+    local dir=$1 label=$2 xml=$1/system-tests.xml
+    rm -f "$xml"
+    # shellcheck disable=SC2086 # PYTEST_ARGS is a list of words on purpose
+    GPUNODE_BUILD="$ROOT/$dir" timeout 900 "$PYTHON" -m pytest coolant/tests/system \
+        -q --junitxml="$xml" -o junit_family=xunit1 ${PYTEST_ARGS:-} 2>&1 | tail -n 80
+    count junit "$xml" "$label"
+}
+
+format_check() {
+    local bad=() f
+    while IFS= read -r -d '' f; do
+        clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || bad+=("$f")
+    done < <(git ls-files -z --cached --others --exclude-standard -- '*.c' '*.h')
+    if [ ${#bad[@]} -eq 0 ]; then
+        pass
+    else
+        printf 'not formatted (run clang-format -i): %s\n' "${bad[@]}"
+        fail "clang-format: ${bad[*]}"
+    fi
+}
+
+# The fuzz targets are the executables defined in a fuzz/ folder's meson.build; prints each
+# one's path and its source folder.
+fuzz_targets() {
+    meson introspect "$1" --targets | "$PYTHON" -c '
+import json, os, sys
+for t in json.load(sys.stdin):
+    if t["type"] == "executable" and "/fuzz/" in t["defined_in"]:
+        print(t["filename"][0], os.path.dirname(t["defined_in"]))'
+}
+
+fuzz_smoke() {
+    local dir=$1 targets exe src name corpus seeds
+    targets=$(fuzz_targets "$dir") || { fail "fuzz: cannot list targets"; return; }
+    [ -n "$targets" ] || { echo "no fuzz targets defined"; return; }
+    mkdir -p "$dir/fuzz-artifacts"
+    while read -r exe src; do
+        name=$(basename "$exe")
+        # New inputs go to a temp dir so the source tree stays clean; seeds, when a target has
+        # them, are read from <its folder>/corpus/<name>/.
+        corpus=$(mktemp -d)
+        seeds=$src/corpus/$name
+        [ -d "$seeds" ] || seeds=
+        check "fuzz $name" timeout $((FUZZ_SECONDS + 120)) "$exe" -max_total_time="$FUZZ_SECONDS" \
+            -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$dir/fuzz-artifacts/$name-" \
+            "$corpus" ${seeds:+"$seeds"}
+        echo "fuzz $name: ${FUZZ_SECONDS}s"
+        rm -rf "$corpus"
+    done <<<"$targets"
+}
+
+# ---- 1. dependencies ----
+if [ -z "${SKIP_INSTALL:-}" ]; then
+    note "install dependencies"
+    check "install-deps" scripts/install-deps.sh
+fi
+
+# Sanitizer reports must fail the run, not scroll by.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+
+# ---- 2. plain build: unit and system tests ----
+note "build $PREFIX/"
+check "build $PREFIX/" build_dir "$PREFIX"
+if [ -f "$PREFIX/build.ninja" ]; then
+    note "unit tests ($PREFIX/)"
+    unit_tests "$PREFIX" "unit"
+    note "system tests ($PREFIX/)"
+    system_tests "$PREFIX" "system"
+fi
+
+# ---- 3. format ----
+note "clang-format check"
+format_check
+
+# ---- 4. ASan + UBSan build: unit and system tests again ----
+ASAN_DIR=$PREFIX-asan
+note "build $ASAN_DIR/ (ASan+UBSan)"
+check "build $ASAN_DIR/" build_dir "$ASAN_DIR" -Db_sanitize=address,undefined -Db_lundef=false
+if [ -f "$ASAN_DIR/build.ninja" ]; then
+    note "unit tests ($ASAN_DIR/)"
+    unit_tests "$ASAN_DIR" "unit-asan"
+    note "system tests ($ASAN_DIR/)"
+    system_tests "$ASAN_DIR" "system-asan"
+fi
+
+# ---- 5. fuzz build: every target for a short time ----
+FUZZ_DIR=$PREFIX-fuzz
+note "build $FUZZ_DIR/ (clang, libFuzzer, ASan+UBSan)"
+# The compiler of a build dir cannot change: start over if it was not set up with clang.
+if [ -f "$FUZZ_DIR/build.ninja" ] && ! meson introspect "$FUZZ_DIR" --compilers | grep -q '"id": "clang"'; then
+    rm -rf "$FUZZ_DIR"
+fi
+CC=clang check "build $FUZZ_DIR/" build_dir "$FUZZ_DIR" -Dfuzz=true \
+    -Db_sanitize=address,undefined -Db_lundef=false
+if [ -f "$FUZZ_DIR/build.ninja" ]; then
+    note "fuzz smoke runs (${FUZZ_SECONDS}s each)"
+    fuzz_smoke "$FUZZ_DIR"
+fi
+
+note "done"
+if [ ${#failures[@]} -gt 0 ]; then
+    printf 'failed:\n'
+    printf '  %s\n' "${failures[@]}"
+fi
+printf '%d passed, %d failed\n' "$passed" "$failed"
+[ "$failed" -eq 0 ]
