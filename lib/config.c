@@ -207,12 +207,27 @@ static int read_file(const char *path, char **ret, size_t *ret_len, struct errms
     if (S_ISDIR(st.st_mode))
         return errmsg_set(e, -EISDIR, "%s: is a directory", path);
 
-    _cleanup_free_ char *buf = malloc(CONFIG_MAX_FILE + 1);
+    /* Size the buffer from fstat() but keep reading until EOF: the file may grow, or be a pipe
+     * that reports size 0. */
+    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 && (size_t)st.st_size < CONFIG_MAX_FILE
+                     ? (size_t)st.st_size + 1
+                     : 4096;
+    _cleanup_free_ char *buf = malloc(cap);
     if (!buf)
         return errmsg_set(e, -ENOMEM, "out of memory");
     size_t len = 0;
     for (;;) {
-        ssize_t n = read(fd, buf + len, CONFIG_MAX_FILE + 1 - len);
+        if (len == cap) {
+            if (cap > CONFIG_MAX_FILE)
+                return errmsg_set(e, -EFBIG, "%s: larger than %u bytes", path, CONFIG_MAX_FILE);
+            size_t ncap = cap * 2 > CONFIG_MAX_FILE + 1 ? CONFIG_MAX_FILE + 1 : cap * 2;
+            char *nbuf = realloc(buf, ncap);
+            if (!nbuf)
+                return errmsg_set(e, -ENOMEM, "out of memory");
+            buf = nbuf;
+            cap = ncap;
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
@@ -220,8 +235,6 @@ static int read_file(const char *path, char **ret, size_t *ret_len, struct errms
         if (n == 0)
             break;
         len += (size_t)n;
-        if (len > CONFIG_MAX_FILE)
-            return errmsg_set(e, -EFBIG, "%s: larger than %u bytes", path, CONFIG_MAX_FILE);
     }
     *ret = TAKE_PTR(buf);
     *ret_len = len;

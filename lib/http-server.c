@@ -44,6 +44,8 @@ struct request_ctx {
 };
 
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
     char buf[512];
     vsnprintf(buf, sizeof(buf), fmt, ap);

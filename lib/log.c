@@ -61,8 +61,10 @@ static void log_write(enum log_level level, const char *file, int line, const ch
             level_names[level], text);
 }
 
-static void log_vemit(enum log_level level, const char *file, int line, const char *fmt,
-                      va_list ap, int r)
+static void log_vemit(enum log_level level, const char *file, int line, const char *fmt, va_list ap,
+                      int r) __attribute__((format(printf, 4, 0)));
+static void log_vemit(enum log_level level, const char *file, int line, const char *fmt, va_list ap,
+                      int r)
 {
     if (level > log_max)
         return;

@@ -24,12 +24,11 @@ void log_emit(enum log_level level, const char *file, int line, const char *fmt,
 int log_emit_errno(enum log_level level, int r, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-#define log_error(...)   log_emit(LOG_LEVEL_ERR, __FILE__, __LINE__, __VA_ARGS__)
-#define log_warning(...) log_emit(LOG_LEVEL_WARNING, __FILE__, __LINE__, __VA_ARGS__)
-#define log_notice(...)  log_emit(LOG_LEVEL_NOTICE, __FILE__, __LINE__, __VA_ARGS__)
-#define log_info(...)    log_emit(LOG_LEVEL_INFO, __FILE__, __LINE__, __VA_ARGS__)
-#define log_debug(...)   log_emit(LOG_LEVEL_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
-#define log_error_errno(r, ...)                                                                    \
-    log_emit_errno(LOG_LEVEL_ERR, r, __FILE__, __LINE__, __VA_ARGS__)
+#define log_error(...)          log_emit(LOG_LEVEL_ERR, __FILE__, __LINE__, __VA_ARGS__)
+#define log_warning(...)        log_emit(LOG_LEVEL_WARNING, __FILE__, __LINE__, __VA_ARGS__)
+#define log_notice(...)         log_emit(LOG_LEVEL_NOTICE, __FILE__, __LINE__, __VA_ARGS__)
+#define log_info(...)           log_emit(LOG_LEVEL_INFO, __FILE__, __LINE__, __VA_ARGS__)
+#define log_debug(...)          log_emit(LOG_LEVEL_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
+#define log_error_errno(r, ...) log_emit_errno(LOG_LEVEL_ERR, r, __FILE__, __LINE__, __VA_ARGS__)
 #define log_warning_errno(r, ...)                                                                  \
     log_emit_errno(LOG_LEVEL_WARNING, r, __FILE__, __LINE__, __VA_ARGS__)

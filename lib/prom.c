@@ -348,14 +348,14 @@ int prom_sample(struct prom_writer *w, const char *const *labels, double value)
 
 int prom_writer_finish(struct prom_writer *w, char **ret_text, size_t *ret_len)
 {
-    _cleanup_(prom_writer_freep) struct prom_writer *wp = w;
     int r = w->format == PROM_FORMAT_OPENMETRICS ? buf_puts(w, "# EOF\n") : buf_reserve(w, 0);
-    if (r < 0)
-        return r;
-    if (ret_len)
-        *ret_len = w->len;
-    *ret_text = TAKE_PTR(w->buf);
-    return 0;
+    if (r >= 0) {
+        if (ret_len)
+            *ret_len = w->len;
+        *ret_text = TAKE_PTR(w->buf);
+    }
+    prom_writer_free(w);
+    return r;
 }
 
 /* Parses the q parameter of one media range ("0", "0.5", "1.000"); -1 if malformed. */

@@ -40,11 +40,13 @@ static int transport_error(const struct coolctl *c, int r, const struct errmsg *
     return errmsg_set(e, r, "request to coold at %s failed: %s", c->socket, ce->text);
 }
 
-/* A 403 names who may write. coold may say which group in its reply ("group"); otherwise name
- * the setting that decides it. */
+/* A 403 names who may write. coold's reason names its admin group; should a reply not (an older
+ * coold), a "group" member or else the config setting that decides it is named instead. */
 static int forbidden_error(json_t *doc, const char *reason, struct errmsg *e)
 {
     const char *group = json_string_value(json_object_get(doc, "group"));
+    if (!group && strstr(reason, "group"))
+        return errmsg_set(e, -COOLCTL_E_API, "permission denied: %s", reason);
     if (group)
         return errmsg_set(e, -COOLCTL_E_API,
                           "permission denied: %s; writes are allowed to root and members of the "

@@ -287,6 +287,14 @@ static void test_daemon_errors(void **state)
     assert_non_null(strstr(r.err, "permission denied"));
     assert_non_null(strstr(r.err, "members of the group 'tankops'"));
     result_done(&r);
+    /* coold's own wording names the group already: said once, not twice. */
+    f->group[0] = '\0';
+    snprintf(f->message, sizeof(f->message),
+             "uid 1000 may not change the controller; members of group 'tankops' and root may");
+    r = RUN(f, "set", "host.timeout=20");
+    assert_string_equal(r.err, "coolctl: permission denied: uid 1000 may not change the "
+                               "controller; members of group 'tankops' and root may\n");
+    result_done(&r);
     assert_int_equal(f->n_puts + f->n_posts, 0);
 
     /* The daemon refusing what passed the local checks still says why. */

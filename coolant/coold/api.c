@@ -17,8 +17,14 @@
 /* Maps a failed daemon_call to an HTTP reply. */
 static void reply_call_error(struct http_reply *reply, int r, const struct errmsg *e)
 {
-    unsigned status = r == -ENOTCONN ? 503 : r == -ETIMEDOUT ? 504 : r == -EMSGSIZE ? 400 : 500;
+    unsigned status = r == -ENOTCONN    ? 503
+                      : r == -ETIMEDOUT ? 504
+                      : r == -EMSGSIZE  ? 400
+                      : r == -EBUSY     ? 503
+                                        : 500;
     http_reply_error(reply, status, "%s", e->text);
+    if (status == 503)
+        http_reply_header(reply, "Retry-After", "1");
 }
 
 /* Maps an ERR reply from the controller to 400/404 with the controller's code and reason. */

@@ -26,9 +26,12 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
     static const struct option options[] = {
-        {"config", required_argument, NULL, 'c'}, {"drill", no_argument, NULL, 'd'},
-        {"log-level", required_argument, NULL, 'l'}, {"check-config", no_argument, NULL, 'k'},
-        {"version", no_argument, NULL, 'V'},      {"help", no_argument, NULL, 'h'},
+        {"config", required_argument, NULL, 'c'},
+        {"drill", no_argument, NULL, 'd'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"check-config", no_argument, NULL, 'k'},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
         {0},
     };
     const char *config_path = NULL;

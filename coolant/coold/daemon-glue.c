@@ -78,8 +78,8 @@ static void on_state_change(struct link *l, enum link_state old_state, enum link
     const char *why = link_get_error(l);
     safety_link_changed(d->safety, new_state == LINK_UP, now_usec());
     eventlog_add(d->events, "daemon", "link", NULL, "serial link %s -> %s%s%s",
-                 link_state_to_string(old_state), link_state_to_string(new_state),
-                 why ? ": " : "", why ? why : "");
+                 link_state_to_string(old_state), link_state_to_string(new_state), why ? ": " : "",
+                 why ? why : "");
     if (new_state == LINK_UP) {
         const struct link_info *info = link_get_info(l);
         log_info("Controller %s fw %s serial %s connected on %s", info ? info->model : "?",
@@ -113,9 +113,10 @@ void daemon_step_safety(struct daemon *d, uint64_t now)
     }
     if (dec.start_shutdown) {
         const struct cool_telemetry *t = link_get_telemetry(d->link);
-        const char *reason = t ? (t->reason == COOL_REASON_UNKNOWN ? t->reason_text
-                                                                   : cool_reason_to_string(t->reason))
-                               : "controller lost";
+        const char *reason =
+            t ? (t->reason == COOL_REASON_UNKNOWN ? t->reason_text
+                                                  : cool_reason_to_string(t->reason))
+              : "controller lost";
         if (dec.lost)
             reason = "controller lost while hot";
         int r = shutdown_start(d->shutdown, reason, dec.deadline, d->cfg.drill);
@@ -158,11 +159,12 @@ static int call_flags(struct daemon *d, const char *verb, const struct ctl_field
     int r = link_request(d->link, verb, fields, n_fields, flags, call_finished, &c);
     if (r < 0) {
         pthread_mutex_unlock(&d->lock);
-        if (r == -CTL_E_OVERFLOW)
+        if (r == -E2BIG)
             return errmsg_set(e, -EMSGSIZE, "the request does not fit in one frame");
-        if (r == -CTL_E_KEY || r == -CTL_E_VALUE)
-            return errmsg_set(e, -EMSGSIZE, "the request holds a malformed name or value: %s",
-                              ctl_strerror(r));
+        if (r == -EINVAL)
+            return errmsg_set(e, -EMSGSIZE, "the request holds a malformed name or value");
+        if (r == -EAGAIN)
+            return errmsg_set(e, -EBUSY, "too many requests are waiting for the controller");
         return errmsg_set(e, r, "cannot queue the request: %s", strerror(-r));
     }
     uint64_t one = 1;

@@ -25,7 +25,7 @@ struct daemon {
     struct safety *safety;
     struct safety_decision decision; /* the last step's; reason not kept */
     enum safety_state last_state;
-    uint64_t last_status_at;     /* taken_at of the last STATUS seen, to stamp the wall clock */
+    uint64_t last_status_at; /* taken_at of the last STATUS seen, to stamp the wall clock */
     double last_success_unix_s;
     char last_alarm_level[16]; /* ALARM repeats every second; log changes only */
 

@@ -207,6 +207,18 @@ void safety_report(struct safety *s, const struct safety_report *r)
     update_pending(s, r);
 }
 
+void safety_report_telemetry(struct safety *s, const struct cool_telemetry *t)
+{
+    struct safety_report r = {
+        .level = t->level,
+        .reason = t->reason,
+        .has_cut_in = t->has_cut_in,
+        .cut_in_usec = (uint64_t)t->cut_in_s * USEC_PER_SEC,
+        .received_at = t->level_at,
+    };
+    safety_report(s, &r);
+}
+
 void safety_frame_seen(struct safety *s, uint64_t at)
 {
     if (at > s->last_frame_at)

@@ -5,11 +5,12 @@
  * monotonic time (usec) they arrived at and calls safety_step() with the current monotonic time,
  * so tests run on a fake clock. Typical wiring:
  *
- *     link on_telemetry  -> safety_report()      (STATUS replies and ALARM events)
- *     every valid frame  -> safety_frame_seen()  (HB events keep the controller alive)
+ *     link on_telemetry  -> safety_report_telemetry()  (STATUS replies and ALARM events)
  *     link state change  -> safety_link_changed()
- *     poll loop          -> safety_step(); if (d.start_shutdown) start the stages with d.deadline
- *                           timeout: safety_next_step()
+ *     poll loop          -> safety_frame_seen(s, link_get_counters(l)->last_frame_at) (any valid
+ *                           frame, HB and PING replies included, keeps the controller alive),
+ *                           then safety_step(); if (d.start_shutdown) start the stages with
+ *                           d.deadline; poll timeout: safety_next_step()
  *
  * Rules (defaults in safety_config_defaults()):
  * - critical: shutdown at once, deadline "now" (the controller is cutting power).
@@ -109,6 +110,10 @@ void safety_free(struct safety *s);
 /* Records a level report; also counts as a valid frame at r->received_at. Takes effect at the
  * next safety_step(). */
 void safety_report(struct safety *s, const struct safety_report *r);
+
+/* Records the level fields of a telemetry update (level, reason, cut_in, level_at) as a report:
+ * what link's on_telemetry callback hands over. */
+void safety_report_telemetry(struct safety *s, const struct cool_telemetry *t);
 
 /* Records a valid frame from the controller (any frame: HB events keep it alive). */
 void safety_frame_seen(struct safety *s, uint64_t at);

@@ -25,8 +25,9 @@
  * of the stage budget) between the end of the grace period and the end of the stage. */
 #define STOP_MARGIN_US 1000000u
 #define WAIT_POLL_MS   200u
-/* However close the power cut, wait at least this long for the shutdown command's exit status. */
-#define COMMAND_MIN_WAIT_US 10000000u
+/* How long to wait for the shutdown command's exit status ("systemctl poweroff" returns at once).
+ */
+#define COMMAND_WAIT_US 10000000u
 
 struct run {
     struct shutdown *s;
@@ -364,6 +365,9 @@ static void stage_wait(struct run *run)
 static void stage_halt(struct run *run)
 {
     const struct shutdown_config *c = &run->s->cfg;
+    /* Only a drill gives way here; a real run always goes on to HALT and the command. */
+    if (run->drill && cancelled(run, SHUTDOWN_STAGE_HALT))
+        return;
     uint64_t t = begin_stage(run, SHUTDOWN_STAGE_HALT);
     unsigned within = c->halt_within_s > 0 ? (unsigned)ceil(c->halt_within_s) : 0;
     if (run->drill) {
@@ -386,6 +390,8 @@ static void stage_halt(struct run *run)
 static void stage_command(struct run *run)
 {
     const char *cmd = run->s->cfg.command;
+    if (run->drill && cancelled(run, SHUTDOWN_STAGE_COMMAND))
+        return;
     uint64_t t = begin_stage(run, SHUTDOWN_STAGE_COMMAND);
     if (!cmd || !cmd[0]) {
         end_stage(run, SHUTDOWN_STAGE_COMMAND, t, false, "no shutdown command configured");
@@ -398,14 +404,11 @@ static void stage_command(struct run *run)
     say(run, LOG_LEVEL_WARNING, "running shutdown command '%s'", cmd);
     char *const argv[] = {"sh", "-c", (char *)cmd, NULL};
     struct hooks_job job = {.name = "command", .path = "/bin/sh", .argv = argv};
-    /* The command is never killed: waiting for it only serves to record how it went. Its output
-     * goes where the daemon's goes (the journal under systemd), so nothing breaks if we stop
-     * reading before it ends. */
-    uint64_t wait_until = t + COMMAND_MIN_WAIT_US;
-    struct hooks_exec_opts o = {.deadline_us =
-                                    run->deadline_us > wait_until ? run->deadline_us : wait_until,
-                                .inherit_output = true,
-                                .cancel = &run->cancel};
+    /* The command is never killed: waiting for it only serves to record how it went, so the wait
+     * is short and ignores cancellation (a daemon stopping right now still gets its command).
+     * Its output goes where the daemon's goes (the journal under systemd), so nothing breaks if
+     * we stop waiting before it ends. */
+    struct hooks_exec_opts o = {.deadline_us = t + COMMAND_WAIT_US, .inherit_output = true};
     struct hooks_outcome out;
     struct errmsg e = {{0}};
     if (hooks_exec(&job, 1, &o, &out, &e) < 0)

@@ -29,8 +29,8 @@
 
 enum fake_mode {
     FAKE_OK,
-    FAKE_FAIL, /* every request gets 500 {"message": "engine on fire"} */
-    FAKE_HANG, /* every request waits until the fake is freed */
+    FAKE_FAIL,       /* every request gets 500 {"message": "engine on fire"} */
+    FAKE_HANG,       /* every request waits until the fake is freed */
     FAKE_HANG_STOPS, /* lists and answers questions, but stop requests never return */
 };
 
@@ -129,7 +129,7 @@ static void fake_handler(const struct http_request *req, struct http_reply *repl
     const char *slash = strncmp(p, "/containers/", 12) == 0 ? strchr(id, '/') : NULL;
     struct fake_container *c = slash ? fake_find(f, id, (size_t)(slash - id)) : NULL;
     if (f->mode != FAKE_OK && !(f->mode == FAKE_HANG_STOPS && !is_stop))
-        http_reply_error(reply, 500, "engine on fire");
+        http_reply_json(reply, 500, json_pack("{s:s}", "message", "engine on fire"));
     else if (strcmp(req->method, "GET") == 0 && strcmp(p, "/containers/json") == 0)
         fake_list(f, reply);
     else if (slash && !c)

@@ -303,7 +303,7 @@ static void test_exec_cancel_and_leave_running(void **state)
     assert_true(out.pid > 0);
     int status;
     assert_int_equal(waitpid(out.pid, &status, WNOHANG), 0); /* still running */
-    assert_int_equal(killpg(out.pid, SIGKILL), 0); /* sh and its sleep */
+    assert_int_equal(killpg(out.pid, SIGKILL), 0);           /* sh and its sleep */
     assert_int_equal(waitpid(out.pid, &status, 0), out.pid);
 }
 

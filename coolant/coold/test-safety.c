@@ -342,6 +342,28 @@ static void test_deadline_follows_controller(void **state)
     run_default("deadline", rows);
 }
 
+/* The link's telemetry feeds the machine directly: cut_in seconds from the time it was taken. */
+static void test_report_telemetry(void **state)
+{
+    struct safety_config c;
+    safety_config_defaults(&c);
+    struct safety *s = NULL;
+    struct safety_decision d;
+    assert_int_equal(safety_new(&c, 0, &s), 0);
+
+    struct cool_telemetry t = {.level = COOL_LEVEL_PRECRITICAL,
+                               .reason = COOL_REASON_FLOW_LOW,
+                               .has_cut_in = true,
+                               .cut_in_s = 8,
+                               .level_at = MS(1500)};
+    safety_report_telemetry(s, &t);
+    safety_step(s, MS(1600), &d);
+    assert_true(d.start_shutdown);
+    assert_int_equal(d.deadline, MS(9500));
+    assert_non_null(strstr(d.reason, "flow_low"));
+    safety_free(s);
+}
+
 static void test_stale_and_next_step(void **state)
 {
     struct safety_config c;
@@ -467,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_latch),
         cmocka_unit_test(test_drill),
         cmocka_unit_test(test_deadline_follows_controller),
+        cmocka_unit_test(test_report_telemetry),
         cmocka_unit_test(test_stale_and_next_step),
         cmocka_unit_test(test_transition_log),
         cmocka_unit_test(test_log_ring_and_names),

@@ -61,6 +61,24 @@ static enum sim_level temp_level(const struct ctl_limits *l, enum sim_level held
     return held;
 }
 
+/* Updates the stopped-pump and low-flow states; each clears only past its hysteresis. */
+static void update_hardware(struct sim_protect *p, const struct ctl_limits *l,
+                            const struct sim_reading *r)
+{
+    for (unsigned i = 0; i < CTL_PUMPS_MAX; i++) {
+        if (i >= r->n_pumps || r->duty[i] <= 0)
+            p->pump_stopped[i] = false;
+        else if (r->rpm[i] < SIM_PUMP_STOPPED_RPM)
+            p->pump_stopped[i] = true;
+        else if (r->rpm[i] >= SIM_PUMP_RUNNING_RPM)
+            p->pump_stopped[i] = false;
+    }
+    if (r->flow_centi < l->flow_min_centi)
+        p->flow_low = true;
+    else if (r->flow_centi >= l->flow_min_centi + SIM_FLOW_CLEAR_CENTI)
+        p->flow_low = false;
+}
+
 /* Adopts c when it is more severe than *best; on a tie the earlier cause stays, which makes the
  * order of the checks below the order of precedence between reasons of one level. */
 static void consider(struct cause *best, struct cause c)
@@ -71,8 +89,7 @@ static void consider(struct cause *best, struct cause c)
 
 /* The most severe cause in a reading. Hardware causes come before temperature at each level:
  * they say why the temperature will move, which is what a person reading the alarm needs. */
-static struct cause find_cause(const struct sim_protect *p, const struct ctl_limits *l,
-                               const struct sim_reading *r)
+static struct cause find_cause(const struct sim_protect *p, const struct sim_reading *r)
 {
     struct cause best = {SIM_LEVEL_NORMAL, SIM_REASON_NONE, 0, 0};
     unsigned faulted = 0, first_faulted = 0;
@@ -80,10 +97,10 @@ static struct cause find_cause(const struct sim_protect *p, const struct ctl_lim
     if (p->have_temp && p->temp_level == SIM_LEVEL_CRITICAL)
         consider(&best, (struct cause){SIM_LEVEL_CRITICAL, SIM_REASON_TEMP_HIGH, 0, 0});
     for (unsigned i = 0; i < r->n_pumps; i++)
-        if (r->duty[i] > 0 && r->rpm[i] < SIM_PUMP_STOPPED_RPM)
+        if (p->pump_stopped[i])
             consider(&best,
                      (struct cause){SIM_LEVEL_PRECRITICAL, SIM_REASON_PUMP_STOPPED, i + 1, 0});
-    if (r->flow_centi < l->flow_min_centi)
+    if (p->flow_low)
         consider(&best, (struct cause){SIM_LEVEL_PRECRITICAL, SIM_REASON_FLOW_LOW, 0, 0});
     for (unsigned i = 0; i < r->n_sensors; i++)
         if (!r->sensor_ok[i] && faulted++ == 0)
@@ -113,10 +130,11 @@ int sim_protect_update(struct sim_protect *p, const struct ctl_limits *l,
         p->temp_centi = t;
         p->temp_level = temp_level(l, p->temp_level, t);
     }
+    update_hardware(p, l, r);
     /* Without any sensor the temperature level keeps its last value: sensors_lost already
      * raises precritical, and the hysteresis resumes when a sensor comes back. */
 
-    struct cause c = find_cause(p, l, r);
+    struct cause c = find_cause(p, r);
     if (c.level != p->level || c.reason != p->reason || c.pump != p->pump || c.sensor != p->sensor)
         ret |= SIM_PROTECT_CHANGED;
     p->level = c.level;

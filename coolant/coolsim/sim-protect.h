@@ -11,6 +11,10 @@
 
 #define SIM_HYSTERESIS_CENTI 200 /* a temperature level clears 2 C below its threshold */
 #define SIM_PUMP_STOPPED_RPM 200 /* a pump with duty > 0 turning slower than this has stopped */
+/* Hysteresis the protocol leaves to the firmware: a tachometer or flow meter reading that
+ * hovers at its threshold must not make the level, and the cut schedule, flap. */
+#define SIM_PUMP_RUNNING_RPM 300 /* a stopped pump counts as running again from here */
+#define SIM_FLOW_CLEAR_CENTI 50  /* flow_low clears at limit.flow_min + 0.5 L/min */
 
 enum sim_level {
     SIM_LEVEL_NORMAL,
@@ -31,11 +35,13 @@ enum sim_reason {
 struct sim_protect {
     enum sim_level level;
     enum sim_reason reason;
-    unsigned pump;             /* pump named by the reason, from 1; 0 when none */
-    unsigned sensor;           /* sensor named by the reason, from 1; 0 when none */
-    bool have_temp;            /* at least one sensor works */
-    long temp_centi;           /* hottest working sensor */
-    enum sim_level temp_level; /* the temperature's own level, with hysteresis */
+    unsigned pump;                    /* pump named by the reason, from 1; 0 when none */
+    unsigned sensor;                  /* sensor named by the reason, from 1; 0 when none */
+    bool have_temp;                   /* at least one sensor works */
+    long temp_centi;                  /* hottest working sensor */
+    enum sim_level temp_level;        /* the temperature's own level, with hysteresis */
+    bool pump_stopped[CTL_PUMPS_MAX]; /* with hysteresis, as above */
+    bool flow_low;
     bool cut_scheduled;
     uint64_t cut_at_ms;
     bool halt; /* the host sent HALT */

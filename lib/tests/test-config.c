@@ -165,6 +165,22 @@ static void test_load_file(void **state)
     assert_int_equal(config_check_unused(c, &e), 0);
 }
 
+static void test_file_too_big(void **state)
+{
+    char path[] = "/tmp/test-config-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 1024 * 1024 + 1), 0);
+    close(fd);
+    struct errmsg e = {""};
+    struct config *c = NULL;
+    assert_int_equal(config_load(path, &c, &e), -EFBIG);
+    unlink(path);
+    assert_null(c);
+    assert_non_null(strstr(e.text, path));
+    assert_int_equal(config_load("/tmp", &c, &e), -EISDIR);
+}
+
 static void test_get_uint(void **state)
 {
     struct errmsg e = {""};
@@ -316,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_long_line_and_nul),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_load_file),
+        cmocka_unit_test(test_file_too_big),
         cmocka_unit_test(test_get_uint),
         cmocka_unit_test(test_get_bool),
         cmocka_unit_test(test_get_duration),
