@@ -350,6 +350,7 @@ int prom_writer_finish(struct prom_writer *w, char **ret_text, size_t *ret_len)
 {
     int r = w->format == PROM_FORMAT_OPENMETRICS ? buf_puts(w, "# EOF\n") : buf_reserve(w, 0);
     if (r >= 0) {
+        w->buf[w->len] = '\0'; /* an exposition without families never wrote a byte */
         if (ret_len)
             *ret_len = w->len;
         *ret_text = TAKE_PTR(w->buf);

@@ -27,12 +27,13 @@ static void reply_call_error(struct http_reply *reply, int r, const struct errms
         http_reply_header(reply, "Retry-After", "1");
 }
 
-/* Maps an ERR reply from the controller to 400/404 with the controller's code and reason. */
-static void reply_controller_err(struct http_reply *reply, const struct ctl_frame *f)
+/* Maps an ERR reply from the controller to 400 with the controller's code and reason; reading a
+ * setting the controller does not have is 404 (no such resource), writing one is 400. */
+static void reply_controller_err(struct http_reply *reply, const struct ctl_frame *f, bool read)
 {
     const char *code = ctl_frame_get(f, "code");
     const char *msg = ctl_frame_get(f, "msg");
-    unsigned status = code && strcmp(code, "badkey") == 0 ? 404 : 400;
+    unsigned status = read && code && strcmp(code, "badkey") == 0 ? 404 : 400;
     json_t *body = json_pack("{s:s, s:s}", "error", msg ? msg : "the controller refused", "code",
                              code ? code : "unknown");
     http_reply_json(reply, status, body);
@@ -50,7 +51,7 @@ static int get_setting(struct daemon *d, const char *key, json_t *obj, struct ht
         return r;
     }
     if (strcmp(f.verb, "OK") != 0) {
-        reply_controller_err(reply, &f);
+        reply_controller_err(reply, &f, true);
         return -EINVAL;
     }
     const char *value = ctl_frame_get(&f, key);
@@ -152,7 +153,7 @@ static void handle_settings_put(struct daemon *d, json_t *body, struct http_repl
         return;
     }
     if (strcmp(f.verb, "OK") != 0) {
-        reply_controller_err(reply, &f);
+        reply_controller_err(reply, &f, false);
         return;
     }
     json_t *applied = json_object();

@@ -313,19 +313,24 @@ static void handle_request(struct sim_ctl *c, const struct ctl_frame *f, uint64_
     struct ctl_writer w;
     char why[64];
 
+    size_t i;
+
+    for (i = 0; i < ELEMENTSOF(handlers); i++)
+        if (strcmp(f->verb, verb_names[handlers[i].verb]) == 0)
+            break;
+    if (i < ELEMENTSOF(handlers)) {
+        c->stats.requests[handlers[i].verb]++;
+        handlers[i].handle(c, f, &w, now_ms);
+    } else {
+        c->stats.requests[SIM_VERB_OTHER]++;
+        snprintf(why, sizeof(why), "unknown verb '%.40s'", f->verb);
+        reply_err(c, &w, f->id, "badverb", why);
+    }
+    send_frame(c, &w);
+    /* Marked seen only after the reply, so that the first request of a host that was counted
+     * lost learns so from STATUS (host=lost). */
     c->host_seen_ms = now_ms;
     c->host_lost = false;
-    for (size_t i = 0; i < ELEMENTSOF(handlers); i++)
-        if (strcmp(f->verb, verb_names[handlers[i].verb]) == 0) {
-            c->stats.requests[handlers[i].verb]++;
-            handlers[i].handle(c, f, &w, now_ms);
-            send_frame(c, &w);
-            return;
-        }
-    c->stats.requests[SIM_VERB_OTHER]++;
-    snprintf(why, sizeof(why), "unknown verb '%s'", f->verb);
-    reply_err(c, &w, f->id, "badverb", why);
-    send_frame(c, &w);
 }
 
 void sim_ctl_feed(struct sim_ctl *c, const void *data, size_t n, uint64_t now_ms)

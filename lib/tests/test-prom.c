@@ -211,6 +211,17 @@ static void test_duplicate_family(void **state)
     free(t);
 }
 
+static void test_empty_exposition(void **state)
+{
+    struct prom_writer *w = NULL;
+    assert_int_equal(prom_writer_new(PROM_FORMAT_TEXT, &w), 0);
+    _cleanup_free_ char *t = finish(w);
+    assert_string_equal(t, "");
+    assert_int_equal(prom_writer_new(PROM_FORMAT_OPENMETRICS, &w), 0);
+    _cleanup_free_ char *om = finish(w);
+    assert_string_equal(om, "# EOF\n");
+}
+
 static void test_many_samples_grow(void **state)
 {
     struct prom_writer *w = NULL;
@@ -274,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_validation),
         cmocka_unit_test(test_duplicate_family),
+        cmocka_unit_test(test_empty_exposition),
         cmocka_unit_test(test_many_samples_grow),
         cmocka_unit_test(test_accept),
     };
