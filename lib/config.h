@@ -20,7 +20,8 @@ struct config;
 /* Loads the INI file at path. Keys before any [section] belong to the section "" (empty name).
  * Syntax: "[section]" lines, "key = value" lines, comments on lines starting with ';' or '#',
  * and inline comments after " ;". Leading blanks are ignored (no continuation lines). Names and
- * values are case-sensitive; lines are limited to a few hundred bytes; the file to 1 MiB (-EFBIG).
+ * values are case-sensitive. Lines are limited to 198 bytes after leading blanks (the line
+ * buffer of Debian's inih; longer lines are an error, never split), the file to 1 MiB (-EFBIG).
  * Returns 0 and a new config in *ret (free with config_free), or:
  *   -ENOENT (or another -errno) if the file cannot be opened, message names the path;
  *   -EINVAL on a syntax error ("coold.conf:7: syntax error") or a key given twice in one

@@ -112,14 +112,14 @@ static void event(const struct run *run, json_t *fields, const char *fmt, ...)
 }
 
 /* The end of the window a stage may use: its share of what is left before the power cut minus
- * the reserve. Returns now when nothing is left. */
+ * the reserve. Returns 0 when nothing is left. */
 static uint64_t stage_end(const struct run *run, unsigned weight, unsigned weight_left)
 {
     uint64_t reserve = (uint64_t)(run->s->cfg.halt_reserve_s * 1e6);
     uint64_t end = run->deadline_us > reserve ? run->deadline_us - reserve : 0;
     uint64_t now = hooks_now_us();
     if (now >= end)
-        return now;
+        return 0;
     return now + (end - now) * weight / weight_left;
 }
 
@@ -212,7 +212,7 @@ static void stage_announce(struct run *run)
     }
     uint64_t end = stage_end(run, WEIGHT_ANNOUNCE,
                              WEIGHT_ANNOUNCE + WEIGHT_CONTAINERS + WEIGHT_WAIT + WEIGHT_FINAL);
-    if (end <= t) {
+    if (end == 0) {
         end_stage(run, SHUTDOWN_STAGE_ANNOUNCE, t, false, "hooks skipped: no time left");
         return;
     }
@@ -309,7 +309,7 @@ static void stage_containers(struct run *run)
     }
     uint64_t end =
         stage_end(run, WEIGHT_CONTAINERS, WEIGHT_CONTAINERS + WEIGHT_WAIT + WEIGHT_FINAL);
-    if (end <= t) {
+    if (end == 0) {
         end_stage(run, SHUTDOWN_STAGE_CONTAINERS, t, false, "skipped: no time left");
         return;
     }

@@ -62,7 +62,6 @@ void sim_report_print(const struct sim_report *r, FILE *f)
             r->alarms, r->boots, r->host_lost);
 }
 
-
 static json_t *number_or_null(bool have, double value)
 {
     return have ? json_real(value) : json_null();
@@ -96,7 +95,7 @@ int sim_report_write_json(const struct sim_report *r, const char *path, struct e
         return errmsg_set(e, -ENOMEM, "cannot build the report");
     if (asprintf(&tmp, "%s.tmp%ld", path, (long)getpid()) < 0)
         return errmsg_set(e, -ENOMEM, "out of memory");
-    if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) < 0) {
+    if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9)) < 0) {
         (void)unlink(tmp);
         return errmsg_set(e, -EIO, "cannot write '%s'", tmp);
     }

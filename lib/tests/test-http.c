@@ -525,6 +525,26 @@ static void test_concurrent_clients(void **state)
     }
 }
 
+static void test_tcp_all_addresses(void **state)
+{
+    struct errmsg e = {""};
+    _cleanup_(http_server_freep) struct http_server *s = NULL;
+    assert_int_equal(http_server_new_tcp(":0", handler, NULL, &s, &e), 0);
+    char u[128];
+    snprintf(u, sizeof(u), "http://127.0.0.1:%u/echo", http_server_port(s));
+    struct http_response resp = {0};
+    assert_int_equal(http_request("GET", u, NULL, NULL, NULL, 0, 5000, &resp, &e), 0);
+    assert_int_equal(resp.status, 200);
+    http_response_done(&resp);
+
+    /* The port is taken now. */
+    char taken[32];
+    snprintf(taken, sizeof(taken), "127.0.0.1:%u", http_server_port(s));
+    struct http_server *s2 = NULL;
+    assert_int_equal(http_server_new_tcp(taken, handler, NULL, &s2, &e), -EADDRINUSE);
+    assert_non_null(strstr(e.text, taken));
+}
+
 static void test_unix_socket_file_handling(void **state)
 {
     struct fixture *f = *state;
@@ -581,6 +601,7 @@ int main(void)
         cmocka_unit_test(test_client_errors),
         cmocka_unit_test(test_client_sink),
         cmocka_unit_test(test_concurrent_clients),
+        cmocka_unit_test(test_tcp_all_addresses),
         cmocka_unit_test(test_unix_socket_file_handling),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

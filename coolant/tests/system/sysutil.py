@@ -573,3 +573,22 @@ class Coold:
 
     def stop(self):
         return self.proc.stop()
+
+
+def crc16(data):
+    """CRC-16/CCITT-FALSE (docs/protocol.md §1): crc16(b"123456789") == 0x29B1."""
+    crc = 0xFFFF
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def write_eeprom(path, settings, pumps=2):
+    """An EEPROM image for coolsim --eeprom: key=value lines, then crc=XXXX over the bytes before
+    it; settings not named keep their factory defaults."""
+    body = f"pumps={pumps}\n" + "".join(f"{k}={v}\n" for k, v in settings.items())
+    Path(path).write_text(body + f"crc={crc16(body.encode()):04X}\n")
+    return path

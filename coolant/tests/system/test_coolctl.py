@@ -51,9 +51,11 @@ def audit_records(daemon):
 
 
 def test_status_shows_the_controller(stack):
+    controller = stack.status()["controller"]
     r = coolctl(stack, "status")
     assert r.returncode == 0, r.stderr
-    for word in ("CT-4", "2.4.1", "CT4-000123", "normal", "inlet", "outlet", "tank"):
+    for word in (controller["model"], controller["fw"], controller["serial"], "normal", "inlet",
+                 "outlet", "tank"):
         assert word in r.stdout, f"{word!r} missing from:\n{r.stdout}"
     r = coolctl(stack, "--json", "status")
     assert r.returncode == 0, r.stderr

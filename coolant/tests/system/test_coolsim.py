@@ -22,14 +22,18 @@ def test_normal_run_ends_without_cut(coolsim):
     assert report["power_cut"] is False
 
 
-def test_pump_failure_without_host_is_a_hard_cut(coolsim):
+def test_pump_failure_without_host_is_a_hard_cut(workdir, coolsim):
     # Nobody listens, so nobody says HALT: the controller cuts a running host, and coolsim must
     # say so with exit status 2. Without this, "exit 0" in the other tests would prove nothing.
-    sim = coolsim("pump-failure", duration=120)
-    assert sim.wait(90) == 2, sim.proc.tail()
+    # The shortest cut delay the controller allows keeps the test short.
+    eeprom = sysutil.write_eeprom(workdir / "eeprom", {"limit.cut_delay": 5})
+    sim = coolsim("pump-failure", duration=120, eeprom=eeprom)
+    assert sim.wait(60) == 2, sim.proc.tail()
     report = sim.report()
     assert report["power_cut"] is True
     assert report["orderly"] is False
+    assert report["halt_received"] is False
+    assert 9 <= report["cut_at_s"] <= 15, report
 
 
 def test_unknown_scenario_is_a_usage_error(workdir):
