@@ -74,7 +74,10 @@ void http_reply_take(struct http_reply *reply, unsigned status, const char *cont
 
 void http_reply_json(struct http_reply *reply, unsigned status, json_t *json)
 {
-    char *text = json ? json_dumps(json, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    /* Ten significant digits print 1.39 rather than 1.3899999999999999 and still keep
+     * millisecond resolution on durations and two decimals on temperatures. */
+    size_t flags = JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(10);
+    char *text = json ? json_dumps(json, flags) : NULL;
     json_decref(json);
     if (!text) {
         http_reply_error(reply, 500, "cannot serialise the reply");
