@@ -12,12 +12,12 @@ Every figure is printed next to a peer measured in the same invocation:
 
 import argparse
 import http.client
-import json
 import math
 import os
 import pty
 import random
 import select
+import shutil
 import signal
 import socket
 import statistics
@@ -423,6 +423,20 @@ def alarm_run(args, tmp: str, idx: int, cut_in: int, procs: Procs):
         ctl.close()
 
 
+def hook_spawn_cost(tmp: str, n: int = 15) -> float:
+    """Median time from just before spawning a stamp hook to its stamp."""
+    hook = os.path.join(tmp, "spawn-hook")
+    with open(hook, "w") as f:
+        f.write('#!/bin/bash\necho "$EPOCHREALTIME"\n')
+    os.chmod(hook, 0o755)
+    out = []
+    for _ in range(n):
+        t0 = time.time()
+        r = subprocess.run([hook, "precritical"], capture_output=True, text=True, timeout=5)
+        out.append(float(r.stdout.split()[0]) - t0)
+    return statistics.median(out)
+
+
 def bench_alarm(args, tmp: str, procs: Procs):
     print("\n== 1. alarm -> first shutdown stage (announce hook runs) ==")
     print(
@@ -458,11 +472,14 @@ def bench_alarm(args, tmp: str, procs: Procs):
               f"  p90 {ratio(p90, NUT_POLLFREQ_S)}  (a 5 s poller reacts after 0-5 s, mean 2.5 s:"
               f" {ratio(med, NUT_POLLFREQ_S / 2)} of that mean)")
         if halts:
-            print(f"    alarm -> HALT at the controller (all 5 stages up to halt): median "
+            print(f"    alarm -> HALT reaches the controller (stages 1-4 done): median "
                   f"{fmt_ms(statistics.median(halts))}  p90 {fmt_ms(pct(halts, 90))}")
         if cmds:
-            print(f"    alarm -> shutdown command ran (file mtime, ~ms-coarse): median "
+            print(f"    alarm -> shutdown command ran (mtime of the file it touches): median "
                   f"{fmt_ms(statistics.median(cmds))}")
+    spawn = hook_spawn_cost(tmp)
+    print(f"\n  for scale: starting such a hook (fork+exec bash, stamp) from python takes median "
+          f"{fmt_ms(spawn)}; it is part of every figure above")
     if results.get(30) and results.get(5):
         m30, m5 = statistics.median(results[30]), statistics.median(results[5])
         print(f"\n  confirmed (cut_in=30) / urgent (cut_in=5) median: {ratio(m30, m5)} "
@@ -520,68 +537,98 @@ def curl_cold(port: int, n: int):
 
 
 def read_proc(pid: int):
-    """(utime+stime seconds, run time of live threads in seconds from schedstat, VmRSS kB)."""
+    """(utime+stime seconds, {tid: run seconds from schedstat}, VmRSS kB). utime+stime covers
+    every thread that ever ran, in clock ticks; schedstat is ns-exact but per live thread."""
     with open(f"/proc/{pid}/stat") as f:
         st = f.read()
     fields = st[st.rfind(")") + 2 :].split()
     ticks = int(fields[11]) + int(fields[12])
-    run_ns = 0
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
+    runs = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                run_ns += int(f.read().split()[0])
-    except OSError:
-        run_ns = -1
+                runs[tid] = int(f.read().split()[0]) / 1e9
+        except OSError:  # the thread ended meanwhile, or no schedstat in this kernel
+            pass
     rss = 0
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith("VmRSS:"):
                 rss = int(line.split()[1])
-    return ticks / CLK_TCK, run_ns / 1e9 if run_ns >= 0 else None, rss
+    return ticks / CLK_TCK, runs, rss
+
+
+class Scraper:
+    """GETs /metrics over one keep-alive connection, as Prometheus keeps its connections."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.conn = None
+
+    def get(self):
+        for _ in range(2):  # one retry on a fresh connection if the server closed ours
+            try:
+                if self.conn is None:
+                    self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+                self.conn.request("GET", "/metrics")
+                r = self.conn.getresponse()
+                r.read()
+                if r.will_close:
+                    self.close()
+                return
+            except (OSError, http.client.HTTPException):
+                self.close()
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
 def cpu_window(pids: dict, seconds: float, ports=None):
-    """Samples CPU and RSS of pids over `seconds`; with ports, GETs each /metrics once a second
-    (a new connection each time, as Prometheus does after an idle keep-alive). Returns
-    {name: (cpu_ticks_s, schedstat_s or None, rss_kB, peak_rss_kB)} and the wall time."""
+    """Samples CPU and RSS of pids over `seconds`; with ports, GETs each /metrics once a second.
+    Returns ({name: (cpu_ticks_s, schedstat_s, rss_kB, peak_rss_kB, threads)}, wall time).
+    schedstat_s sums, per thread alive at the end, what it ran since the start (all of it for a
+    thread born in the window); threads that ended in the window are missing from it."""
     names = list(pids)
+    scrapers = [Scraper(p) for p in (ports or {}).values()]
+    for sc in scrapers:  # connect before the window, like a scraper that has been running
+        sc.get()
     start = {n: read_proc(pids[n]) for n in names}
     peak = {n: start[n][2] for n in names}
     t0 = time.monotonic()
     tick = 0
     while time.monotonic() - t0 < seconds:
         tick += 1
-        for port in (ports or {}).values():
-            try:
-                http_get(port)
-            except OSError:
-                pass
         time.sleep(max(0.0, t0 + tick - time.monotonic()))
+        for sc in scrapers:
+            sc.get()
         for n in names:
             peak[n] = max(peak[n], read_proc(pids[n])[2])
     wall = time.monotonic() - t0
     res = {}
     for n in names:
         end = read_proc(pids[n])
-        run = end[1] - start[n][1] if end[1] is not None and start[n][1] is not None else None
-        res[n] = (end[0] - start[n][0], run, end[2], peak[n])
+        run = sum(v - start[n][1].get(tid, 0.0) for tid, v in end[1].items())
+        res[n] = (end[0] - start[n][0], run, end[2], peak[n], len(end[1]))
+    for sc in scrapers:
+        sc.close()
     return res, wall
 
 
 def print_cpu(res: dict, wall: float, scrapes: int = 0, idle=None):
     """With scrapes and the idle window's (res, wall): also the CPU each scrape added."""
-    for n, (ticks, run, rss, peak) in res.items():
-        run_s = f"{run * 1000:8.2f} ms ({run / wall:.4%})" if run is not None else "n/a"
+    for n, (ticks, run, rss, peak, threads) in res.items():
         extra = ""
-        if scrapes and idle and run is not None and idle[0][n][1] is not None and n[0] != "(":
+        if scrapes and idle and n[0] != "(":
             base = idle[0][n][1] / idle[1] * wall  # what the window would have cost unscraped
-            extra = f"  +{(run - base) / scrapes * 1000:.2f} ms CPU per scrape over idle"
-        print(f"  {n:<16} utime+stime {ticks * 1000:6.0f} ms ({ticks / wall:.3%} of a core)"
-              f"  schedstat run {run_s}  VmRSS {rss} kB (peak {peak} kB){extra}")
+            extra = f"  {(run - base) / scrapes * 1000:+.2f} ms CPU per scrape over idle"
+        print(f"  {n:<16} utime+stime {ticks * 1000:5.0f} ms ({ticks / wall:.3%} of a core)"
+              f"  schedstat {run * 1000:7.2f} ms ({run / wall:.4%})  VmRSS {rss} kB "
+              f"(peak {peak} kB)  {threads} thread{'s' * (threads != 1)}{extra}")
     a, b = res["coold"], res["node_exporter"]
-    sched = ratio(a[1], b[1]) if a[1] is not None and b[1] is not None else "n/a"
-    print(f"  coold / node_exporter: CPU (ticks) {ratio(a[0], b[0])}  CPU (schedstat) {sched}  "
-          f"RSS {ratio(a[2], b[2])}")
+    print(f"  coold / node_exporter: CPU (ticks) {ratio(a[0], b[0])}  CPU (schedstat) "
+          f"{ratio(a[1], b[1])}  RSS {ratio(a[2], b[2])}")
 
 
 def bench_idle(args, pids: dict, ports: dict):
@@ -589,9 +636,10 @@ def bench_idle(args, pids: dict, ports: dict):
           "nobody scrapes) ==")
     idle = cpu_window(pids, args.idle_s)
     print_cpu(*idle)
-    print(f"  (utime+stime counts {1000 // CLK_TCK} ms ticks; schedstat is ns but covers only "
-          "threads alive at both ends)")
-    print(f"\n   3b. the same, scraped once a second over {args.scraped_s:.0f} s (both exporters)")
+    print(f"  (utime+stime counts {1000 // CLK_TCK} ms ticks; schedstat is ns-exact but misses "
+          "threads that ended in the window)")
+    print(f"\n   3b. the same, both scraped once a second over {args.scraped_s:.0f} s "
+          "(one keep-alive connection each)")
     res, wall = cpu_window(pids, args.scraped_s, ports)
     print_cpu(res, wall, scrapes=round(wall), idle=idle)
 
@@ -627,7 +675,7 @@ def bench_metrics(args, ports: dict):
     a, b = res["coold"], res["node_exporter"]
     print(f"  coold / node_exporter: median {ratio(a[0], b[0])}  p99 {ratio(a[1], b[1])}  "
           f"body {ratio(size['coold'], size['node_exporter'])}")
-    if args.curl_n and shutil_which("curl"):
+    if args.curl_n and shutil.which("curl"):
         print(f"\n  curl, cold (new process + TCP connection each), {args.curl_n} runs:")
         cres = {}
         for n, port in ports.items():
@@ -639,12 +687,6 @@ def bench_metrics(args, ports: dict):
         if len(cres) == 2:
             print(f"  coold / node_exporter (curl cold median): "
                   f"{ratio(cres['coold'], cres['node_exporter'])}")
-
-
-def shutil_which(name):
-    import shutil
-
-    return shutil.which(name)
 
 
 def coold_metric(port: int, name: str):
@@ -715,6 +757,7 @@ def main():
     ap.add_argument("--only", choices=["alarm", "daemons"], help="run one part only")
     ap.add_argument("--ne-defaults", action="store_true", help="node_exporter default collectors")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs)")
+    ap.add_argument("--tmpdir", help="an empty directory to work in (default: a new one)")
     args = ap.parse_args()
     quick = args.mode == "quick"
     args.alarm_runs = 3 if quick else 7
@@ -735,7 +778,7 @@ def main():
 
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, on_signal)
-    tmp = tempfile.mkdtemp(prefix="coold-bench-")
+    tmp = args.tmpdir or tempfile.mkdtemp(prefix="coold-bench-")
     t_start = time.monotonic()
     try:
         print(f"coold bench ({args.mode}); coold={args.coold}; temp dir {tmp}")

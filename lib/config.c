@@ -244,7 +244,7 @@ static int read_file(const char *path, char **ret, size_t *ret_len, struct errms
 int config_load(const char *path, struct config **ret, struct errmsg *e)
 {
     _cleanup_free_ char *text = NULL;
-    size_t len;
+    size_t len = 0;
     int r = read_file(path, &text, &len, e);
     if (r < 0)
         return r;
@@ -539,7 +539,7 @@ int parse_listen_address(const char *s, char *host, size_t host_size, uint16_t *
     for (size_t i = 0; i < hlen; i++)
         if (!valid_host_char(h[i], bracketed))
             return errmsg_set(e, -EINVAL, "listen address '%s': invalid character in host", s);
-    uint16_t port;
+    uint16_t port = 0;
     int r = parse_port(colon + 1, s, &port, e);
     if (r < 0)
         return r;

@@ -530,7 +530,7 @@ int http_server_new_unix(const char *path, mode_t mode, http_handler_fn fn, void
     s->fn = fn;
     s->userdata = userdata;
     s->is_unix = true;
-    int fd;
+    int fd = -1;
     struct stat st;
     int r = listen_unix(path, mode, &fd, &st, e);
     if (r < 0)

@@ -202,30 +202,45 @@ static bool is_method(const struct http_request *req, const char *m)
     return strcmp(req->method, m) == 0 || (strcmp(m, "GET") == 0 && !strcmp(req->method, "HEAD"));
 }
 
-/* Writes: authorisation, body parsing, dispatch and the audit record. */
+static int audit(struct daemon *d, const struct http_request *req, json_t *body, unsigned status,
+                 const char *outcome)
+{
+    int r = audit_record(daemon_audit(d), req->peer.uid, req->peer.gid, req->peer.pid, req->method,
+                         req->path, body, status, outcome);
+    if (r < 0)
+        log_error_errno(r, "Cannot write the audit log");
+    return r;
+}
+
+/* Writes: authorisation, the audit record, body parsing and dispatch. */
 static void handle_write(struct daemon *d, const struct http_request *req, struct http_reply *reply)
 {
     json_error_t jerr;
-    json_t *body = NULL;
+    bool is_drill = strcmp(req->path, "/v1/drill") == 0;
+    json_t *body =
+        is_drill ? NULL : json_loadb(req->body ? req->body : "", req->body_len, 0, &jerr);
     if (!daemon_may_write(d, req->peer.uid, req->peer.gid)) {
         const char *group = daemon_admin_group(d);
         http_reply_error(reply, 403, "uid %u may not change the controller; %s%s%s",
                          (unsigned)req->peer.uid, group ? "members of group '" : "only root may",
                          group ? group : "", group ? "' and root may" : "");
-    } else if (strcmp(req->path, "/v1/drill") == 0) {
-        handle_drill(d, reply);
-    } else if (!(body = json_loadb(req->body ? req->body : "", req->body_len, 0, &jerr))) {
-        http_reply_error(reply, 400, "the body is not JSON: %s", jerr.text);
-    } else {
-        handle_settings_put(d, body, reply);
+        audit(d, req, body, reply->status, "denied");
+        json_decref(body);
+        return;
     }
-    int r = audit_record(daemon_audit(d), req->peer.uid, req->peer.gid, req->peer.pid, req->method,
-                         req->path, body, reply->status,
-                         reply->status == 200   ? "applied"
-                         : reply->status == 403 ? "denied"
-                                                : "failed");
-    if (r < 0)
-        log_warning_errno(r, "Cannot write the audit log");
+    /* Fail closed: a change that cannot be recorded (full disk, log removed) is not made. */
+    if (audit(d, req, body, 0, "requested") < 0) {
+        http_reply_error(reply, 503, "the audit log cannot be written; nothing was changed");
+        json_decref(body);
+        return;
+    }
+    if (is_drill)
+        handle_drill(d, reply);
+    else if (!body)
+        http_reply_error(reply, 400, "the body is not JSON: %s", jerr.text);
+    else
+        handle_settings_put(d, body, reply);
+    audit(d, req, body, reply->status, reply->status == 200 ? "applied" : "failed");
     json_decref(body);
 }
 

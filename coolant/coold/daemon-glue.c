@@ -61,14 +61,7 @@ static void on_telemetry(struct link *l, const struct cool_telemetry *t, void *u
         d->last_status_at = t->taken_at;
         d->last_success_unix_s = wall_now();
     }
-    struct safety_report rep = {
-        .level = t->level,
-        .reason = t->reason,
-        .has_cut_in = t->has_cut_in,
-        .cut_in_usec = (uint64_t)t->cut_in_s * 1000000u,
-        .received_at = t->level_at,
-    };
-    safety_report(d->safety, &rep);
+    safety_report_telemetry(d->safety, t);
 }
 
 static void on_state_change(struct link *l, enum link_state old_state, enum link_state new_state,

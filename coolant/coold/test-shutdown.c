@@ -1,10 +1,22 @@
 /* The staged shutdown end to end against a fake Docker Engine, real hook scripts and a real shell
  * command: stage order, the grace period, the latch, drills, an engine that hangs, a deadline
  * already past, and a drill giving way to a real shutdown. */
-#define FAKE_DOCKER_ONLY
-#include "test-docker.c" /* the fake engine */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "fake-docker.h"
+#include "hooks.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "shutdown.h"
 

@@ -24,10 +24,11 @@ static void help(void)
            "                      symlink is replaced, and the link is removed at exit\n"
            "  --eeprom FILE       keep settings in FILE across SET, reboots and restarts;\n"
            "                      without it they live in memory\n"
-           "  --speed X           run the thermal model X times faster than real time\n"
-           "                      (default 1). Only heating and cooling speed up: heartbeats,\n"
-           "                      cut delays, timeouts and the scenario's timeline stay in\n"
-           "                      real seconds, as the daemon would see them\n"
+           "  --speed X           run the tank's temperatures X times faster than real time\n"
+           "                      (default 1, at most 1000). Only heating and cooling speed\n"
+           "                      up: heartbeats, cut delays, HALT deferrals, host timeouts,\n"
+           "                      pump spin-down and the scenario's timeline stay in real\n"
+           "                      seconds, as the daemon would see them\n"
            "  --duration SECONDS  end the run normally after SECONDS (default: until\n"
            "                      SIGTERM/SIGINT or a power cut)\n"
            "  --report FILE       also write the end-of-run report to FILE as JSON\n"
@@ -93,7 +94,7 @@ static int parse_number(struct args *a, int opt, const char *v)
 
     switch (opt) {
     case OPT_SPEED:
-        return parse_double(v, 0.001, 10000, &a->run.speed);
+        return parse_double(v, 0.001, 1000, &a->run.speed);
     case OPT_DURATION:
         return parse_double(v, 0.001, 1e9, &a->run.duration_s);
     case OPT_SEED:

@@ -87,7 +87,9 @@ void sim_ctl_init(struct sim_ctl *c, const struct ctl_settings *s, const struct 
                   void *userdata, uint64_t now_ms);
 
 /* Feeds bytes received from the host: complete requests are answered through ops->send,
- * rejected frames are counted and never answered. Ignored while rebooting or after the cut. */
+ * rejected frames are counted and never answered. Ignored while rebooting or after the cut.
+ * A valid request marks the host seen after it is answered, so the first STATUS of a host that
+ * had been counted lost says host=lost. */
 void sim_ctl_feed(struct sim_ctl *c, const void *data, size_t n, uint64_t now_ms);
 
 /* Runs the controller's periodic work with a fresh reading: protection, ALARM and HB events,

@@ -22,7 +22,7 @@
 #define HOT_FRACTION     0.3     /* share of the heat input that shows up as outlet excess */
 #define G_MIXING         100.0   /* W/K of natural convection mixing the tank without flow */
 #define RPM_TAU_S        1.0     /* a pump's speed follows its duty with this lag */
-#define RESTRICTION_TAU  4.0     /* a filter clogs or a leak opens over a few seconds */
+#define RESTRICTION_TAU  0.5     /* a filter clogs or a leak opens within a second */
 #define AMBIENT_TAU_S    60.0    /* outside air warms or cools slowly */
 #define STEP_S           0.1     /* integration step; far below every time constant */
 
@@ -34,6 +34,7 @@ void sim_model_params_default(struct sim_model_params *p)
         .gpu_watts = 450,
         .host_watts = 300,
         .ambient_c = 25,
+        .speed = 1,
         .seed = 1,
         .noise = true,
     };
@@ -106,27 +107,34 @@ static double approach(double x, double target, double tau, double dt)
     return target + (x - target) * exp(-dt / tau);
 }
 
-static void step_once(struct sim_model *m, double dt)
+/* One integration step: dt of real time for the pumps and the flow, dt_thermal for the
+ * temperatures. */
+static void step_once(struct sim_model *m, double dt, double dt_thermal)
 {
     for (unsigned i = 0; i < m->params.n_pumps; i++) {
         double target = m->pump_failed[i] ? 0 : SIM_RPM_MAX * m->duty[i] / 100.0;
         m->rpm[i] = approach(m->rpm[i], target, RPM_TAU_S, dt);
     }
     m->restriction = approach(m->restriction, m->restriction_target, RESTRICTION_TAU, dt);
-    m->ambient_c = approach(m->ambient_c, m->ambient_target_c, AMBIENT_TAU_S, dt);
+    m->ambient_c = approach(m->ambient_c, m->ambient_target_c, AMBIENT_TAU_S, dt_thermal);
 
     double excess = m->tank_c - m->ambient_c;
     double rejected = (loop_conductance(m) + G_PASSIVE) * excess;
-    m->tank_c += (sim_model_heat_watts(m) - rejected) * dt / TANK_CAPACITY;
+    m->tank_c += (sim_model_heat_watts(m) - rejected) * dt_thermal / TANK_CAPACITY;
 }
 
 void sim_model_step(struct sim_model *m, double dt_s)
 {
-    while (dt_s > 0) {
-        double dt = dt_s < STEP_S ? dt_s : STEP_S;
-        step_once(m, dt);
-        dt_s -= dt;
-    }
+    double speed = m->params.speed > 0 ? m->params.speed : 1;
+    double longest = dt_s * (speed > 1 ? speed : 1);
+
+    if (!(dt_s > 0))
+        return;
+    /* Both clocks must stay far below their time constants in every step. */
+    double n = ceil(longest / STEP_S);
+    double dt = dt_s / n;
+    for (double i = 0; i < n; i++)
+        step_once(m, dt, dt * speed);
 }
 
 /* The true (noise-free) temperatures of the three sensors. The outlet draws the fluid that just
@@ -175,8 +183,10 @@ void sim_model_settle(struct sim_model *m, double seconds,
                       void *userdata)
 {
     bool noise_was = m->params.noise;
+    double speed_was = m->params.speed;
 
     m->params.noise = false;
+    m->params.speed = 1;
     for (double t = 0; t < seconds; t += 1.0) {
         struct sim_reading r;
         sim_model_read(m, &r);
@@ -185,6 +195,7 @@ void sim_model_settle(struct sim_model *m, double seconds,
         sim_model_step(m, 1.0);
     }
     m->params.noise = noise_was;
+    m->params.speed = speed_was;
 }
 
 void sim_model_fail_pump(struct sim_model *m, unsigned pump, bool failed)

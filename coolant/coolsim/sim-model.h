@@ -8,7 +8,9 @@
  * heats by several degrees a minute. With one pump the primary loop runs through an air radiator.
  *
  * The model is plain arithmetic on doubles with no clock of its own: the caller steps it by
- * simulated seconds, which is how tests and --speed drive it. */
+ * seconds. params.speed makes the thermal part (tank and ambient temperatures) run faster than
+ * that, for short test runs; pumps and flow keep real time, so what the controller sees of them
+ * (a pump spinning down below 200 rpm) takes as long as it would on real hardware. */
 #pragma once
 
 #include <stdbool.h>
@@ -45,6 +47,7 @@ struct sim_model_params {
     double gpu_watts;  /* heat per GPU under load */
     double host_watts; /* CPUs, boards, PSU losses in the tank */
     double ambient_c;  /* air temperature at the dry cooler */
+    double speed;      /* thermal time per step time; 1 = real time */
     uint64_t seed;     /* sensor noise */
     bool noise;        /* false for exact, reproducible values in tests */
 };
@@ -63,7 +66,8 @@ struct sim_model {
     struct sim_rng rng;
 };
 
-/* Fills the default parameters: 2 pumps, 4 GPUs x 450 W, 300 W host, 25 C ambient, seed 1. */
+/* Fills the default parameters: 2 pumps, 4 GPUs x 450 W, 300 W host, 25 C ambient, speed 1,
+ * seed 1, noise on. */
 void sim_model_params_default(struct sim_model_params *p);
 
 /* Starts the model at ambient temperature with pumps stopped. Parameters out of range are
@@ -73,13 +77,14 @@ void sim_model_init(struct sim_model *m, const struct sim_model_params *p);
 /* Commands pump `pump` (from 0) to `duty` percent, clamped to 0..100. */
 void sim_model_set_duty(struct sim_model *m, unsigned pump, int duty);
 
-/* Advances the model by dt_s simulated seconds (any size: it is cut into small steps). */
+/* Advances the model by dt_s seconds, the thermal part by dt_s x params.speed (any size: it is
+ * cut into small steps). */
 void sim_model_step(struct sim_model *m, double dt_s);
 
 /* Samples the sensors, with noise when enabled. Faulted sensors read sensor_ok = false. */
 void sim_model_read(struct sim_model *m, struct sim_reading *ret);
 
-/* Runs the model for `seconds` simulated seconds, without noise, with pump duties chosen by
+/* Runs the model for `seconds` seconds at speed 1, without noise, with pump duties chosen by
  * duty_fn (the duty of pump `pump`, from 0, for a reading) once a simulated second, so that a
  * simulation can start from the tank's steady state. */
 void sim_model_settle(struct sim_model *m, double seconds,

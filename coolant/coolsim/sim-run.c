@@ -2,7 +2,8 @@
  * every TICK_MS that advances the model, runs the controller and plays the timeline.
  *
  * Everything the daemon sees on the line (heartbeats, cut delays, timeouts, the timeline) runs
- * on the real monotonic clock; --speed only multiplies the time step of the thermal model. */
+ * on the real monotonic clock, pumps spinning up and down included; --speed only makes the
+ * tank's temperatures move faster (sim-model.h). */
 #include "sim-run.h"
 
 #include <errno.h>
@@ -104,7 +105,10 @@ static unsigned action_pump(const struct run *run, int arg)
 
 static int apply_action(struct run *run, const struct sim_action *a, uint64_t now, struct errmsg *e)
 {
-    log_info("scenario %s: %s %d", run->cfg->scenario->name, sim_action_name(a->kind), a->arg);
+    bool pump = a->kind == SIM_ACT_PUMP_FAIL || a->kind == SIM_ACT_PUMP_RECOVER;
+
+    log_info("scenario %s: %s %d", run->cfg->scenario->name, sim_action_name(a->kind),
+             pump ? (int)action_pump(run, a->arg) + 1 : a->arg);
     switch (a->kind) {
     case SIM_ACT_PUMP_FAIL:
     case SIM_ACT_PUMP_RECOVER:
@@ -123,8 +127,12 @@ static int apply_action(struct run *run, const struct sim_action *a, uint64_t no
     case SIM_ACT_UNPLUG:
         sim_line_unplug(&run->line);
         break;
-    case SIM_ACT_REPLUG:
-        return sim_line_replug(&run->line, e);
+    case SIM_ACT_REPLUG: {
+        int r = sim_line_replug(&run->line, e);
+        if (r >= 0)
+            log_info("line back as %s", run->line.slave);
+        return r;
+    }
     case SIM_ACT_REBOOT:
         sim_ctl_reboot(&run->ctl, (unsigned)a->arg, now);
         break;
@@ -158,10 +166,12 @@ static void inject_garbage(struct run *run, uint64_t now)
 }
 
 static void note_changes(struct run *run, enum sim_level level, enum sim_reason reason,
-                         bool listening)
+                         bool listening, unsigned boots)
 {
     const struct sim_protect *p = &run->ctl.protect;
 
+    if (run->ctl.stats.boots != boots)
+        log_info("controller rebooted: BOOT reason=watchdog, uptime from 0");
     if (p->level != level || p->reason != reason)
         log_info("level %s reason %s%s", sim_level_name(p->level), sim_reason_name(p->reason),
                  p->cut_scheduled ? " (power cut scheduled)" : "");
@@ -169,22 +179,23 @@ static void note_changes(struct run *run, enum sim_level level, enum sim_reason 
         log_info("host %s the line", run->host_listening ? "opened" : "closed");
 }
 
-/* One tick: the model advances by the real time since the last one, times the speed. */
+/* One tick: the model advances by the real time since the last one. */
 static void tick(struct run *run, uint64_t now)
 {
     struct sim_reading r;
     enum sim_level level = run->ctl.protect.level;
     enum sim_reason reason = run->ctl.protect.reason;
     bool listening = run->host_listening;
+    unsigned boots = run->ctl.stats.boots;
 
     run->host_listening = sim_line_check(&run->line);
-    sim_model_step(&run->model, (double)(now - run->last_tick_ms) / 1000.0 * run->cfg->speed);
+    sim_model_step(&run->model, (double)(now - run->last_tick_ms) / 1000.0);
     run->last_tick_ms = now;
     sim_model_read(&run->model, &r);
     int cut = sim_ctl_tick(&run->ctl, &r, now);
     for (unsigned i = 0; i < run->model.params.n_pumps; i++)
         sim_model_set_duty(&run->model, i, sim_ctl_duty(&run->ctl, i));
-    note_changes(run, level, reason, listening);
+    note_changes(run, level, reason, listening, boots);
     if (cut) {
         log_notice("power cut (%s)",
                    run->ctl.stats.cut_orderly ? "orderly, after HALT" : "the host never said HALT");
@@ -290,6 +301,7 @@ static int run_setup(struct run *run, struct errmsg *e)
     if (r < 0)
         return r;
     sim_model_init(&run->model, &run->cfg->model);
+    run->model.params.speed = run->cfg->speed;
     sim_model_settle(&run->model, SETTLE_S, settle_duty, &s);
     sim_rng_seed(&run->line_rng, run->cfg->model.seed ^ 0x6c696e65ULL);
     r = sim_line_open(&run->line, run->cfg->link, e);

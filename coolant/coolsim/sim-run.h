@@ -11,7 +11,7 @@ struct sim_run_config {
     const struct sim_scenario *scenario;
     const char *link;   /* the path the daemon opens */
     const char *eeprom; /* settings file, or NULL to keep settings in memory */
-    double speed;       /* thermal model time per real second */
+    double speed;       /* thermal time per real second (sim-model.h) */
     double duration_s;  /* 0: until SIGTERM/SIGINT or the power cut */
     struct sim_model_params model;
 };

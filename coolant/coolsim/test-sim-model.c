@@ -217,6 +217,30 @@ static void test_no_heat_stays_near_ambient(void **state)
     assert_true(t > 24.9 && t < 25.1);
 }
 
+static void test_speed_scales_heat_only(void **state)
+{
+    struct ctl_settings s;
+    struct sim_model slow, fast;
+    struct sim_reading r;
+
+    settled(&slow, &s, 2);
+    settled(&fast, &s, 2);
+    fast.params.speed = 10;
+    double start = hottest_c(&slow);
+    sim_model_fail_pump(&slow, 1, true);
+    sim_model_fail_pump(&fast, 1, true);
+    /* The pump spins down on the real clock whatever the speed ... */
+    run(&fast, &s, 1);
+    sim_model_read(&fast, &r);
+    assert_true(r.rpm[1] > SIM_PUMP_STOPPED_RPM);
+    /* ... while the tank heats ten times as fast. */
+    run(&fast, &s, 29);
+    run(&slow, &s, 300);
+    double rise_fast = hottest_c(&fast) - start, rise_slow = hottest_c(&slow) - start;
+    assert_true(rise_fast > 15);
+    assert_true(rise_fast > rise_slow * 0.8 && rise_fast < rise_slow * 1.2);
+}
+
 static void test_noise_is_seeded(void **state)
 {
     struct sim_model_params p;
@@ -254,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_sensor_fault),
         cmocka_unit_test(test_ambient_rise),
         cmocka_unit_test(test_no_heat_stays_near_ambient),
+        cmocka_unit_test(test_speed_scales_heat_only),
         cmocka_unit_test(test_noise_is_seeded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
