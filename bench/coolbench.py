@@ -217,7 +217,7 @@ class FakeController:
         return (
             f"OK up={self._up()} level={level} reason={reason} cut_in={self._cut_in(now)} "
             f"halt={int(self.halt)} host=ok flow=12.40 t1=31.20 t2=35.05 t3=33.10 "
-            f"p1.rpm=2410 p1.duty=55 p2.rpm={rpm2} p2.duty=55"
+            f"p1=2410/55 p2={rpm2}/55"
         )
 
     def _answer(self, rid: int, verb: str, fields: dict) -> str:

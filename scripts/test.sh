@@ -36,7 +36,7 @@ check() {
     local name=$1 log
     shift
     log=$(mktemp)
-    if "$@" >"$log" 2>&1; then
+    if "$@" >"$log" 2>&1 </dev/null; then
         pass
     else
         tail -n 60 "$log"
@@ -85,13 +85,29 @@ unit_tests() {
     count meson "$dir/meson-logs/testlog.json" "$label"
 }
 
-system_tests() {
-    local dir=$1 label=$2 xml=$1/system-tests.xml
-    rm -f "$xml"
+# system_tests_start DIR: runs pytest against DIR's binaries in the background, output to
+# DIR/system-tests.log; system_tests_collect DIR LABEL waits for it and counts the results. The
+# tests are independent (own temp dirs, ports, dockerd, users), and mostly wait on real time, so
+# the plain and sanitized runs go side by side.
+declare -A system_pid=()
+# An interrupted run takes its background test runs with it (timeout(1) passes the signal on).
+trap 'for p in "${system_pid[@]}"; do kill -TERM "$p" 2>/dev/null; done; exit 130' INT TERM
+system_tests_start() {
+    local dir=$1
+    rm -f "$dir/system-tests.xml"
     # shellcheck disable=SC2086 # PYTEST_ARGS is a list of words on purpose
     GPUNODE_BUILD="$ROOT/$dir" timeout 900 "$PYTHON" -m pytest coolant/tests/system \
-        -q --junitxml="$xml" -o junit_family=xunit1 ${PYTEST_ARGS:-} 2>&1 | tail -n 80
-    count junit "$xml" "$label"
+        -q --junitxml="$dir/system-tests.xml" -o junit_family=xunit1 ${PYTEST_ARGS:-} \
+        >"$dir/system-tests.log" 2>&1 </dev/null &
+    system_pid[$dir]=$!
+}
+
+system_tests_collect() {
+    local dir=$1 label=$2
+    wait "${system_pid[$dir]}"
+    note "system tests ($dir/)"
+    tail -n 80 "$dir/system-tests.log"
+    count junit "$dir/system-tests.xml" "$label"
 }
 
 format_check() {
@@ -137,7 +153,8 @@ fuzz_smoke() {
         seeds=$src/corpus/$name
         [ -d "$seeds" ] || seeds=$src/corpus/${name#fuzz-}
         [ -d "$seeds" ] || seeds=
-        check "fuzz $name" timeout $((FUZZ_SECONDS + 120)) "$exe" -max_total_time="$FUZZ_SECONDS" \
+        check "fuzz $name" timeout $((FUZZ_SECONDS + 120)) nice -n 10 "$exe" \
+            -max_total_time="$FUZZ_SECONDS" \
             -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$dir/fuzz-artifacts/$name-" \
             "$corpus" ${seeds:+"$seeds"}
         echo "fuzz $name: ${FUZZ_SECONDS}s"
@@ -155,43 +172,17 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
-# ---- 2. plain build: unit and system tests ----
+# ---- 2. builds: plain, ASan+UBSan, fuzz (clang, libFuzzer, ASan+UBSan) ----
+ASAN_DIR=$PREFIX-asan
+FUZZ_DIR=$PREFIX-fuzz
 if want build; then
     note "build $PREFIX/"
     check "build $PREFIX/" build_dir "$PREFIX"
 fi
-if [ -f "$PREFIX/build.ninja" ]; then
-    if want unit; then
-        note "unit tests ($PREFIX/)"
-        unit_tests "$PREFIX" "unit"
-    fi
-    if want system; then
-        note "system tests ($PREFIX/)"
-        system_tests "$PREFIX" "system"
-    fi
-fi
-
-# ---- 3. format ----
-if want format; then
-    note "clang-format check"
-    format_check
-fi
-
-# ---- 4. ASan + UBSan build: unit and system tests again ----
-ASAN_DIR=$PREFIX-asan
 if want asan; then
     note "build $ASAN_DIR/ (ASan+UBSan)"
     check "build $ASAN_DIR/" build_dir "$ASAN_DIR" -Db_sanitize=address,undefined -Db_lundef=false
-    if [ -f "$ASAN_DIR/build.ninja" ]; then
-        note "unit tests ($ASAN_DIR/)"
-        unit_tests "$ASAN_DIR" "unit-asan"
-        note "system tests ($ASAN_DIR/)"
-        system_tests "$ASAN_DIR" "system-asan"
-    fi
 fi
-
-# ---- 5. fuzz build: every target for a short time ----
-FUZZ_DIR=$PREFIX-fuzz
 if want fuzz; then
     note "build $FUZZ_DIR/ (clang, libFuzzer, ASan+UBSan)"
     # The compiler of a build dir cannot change: start over if it was not set up with clang.
@@ -201,10 +192,42 @@ if want fuzz; then
     fi
     CC=clang check "build $FUZZ_DIR/" build_dir "$FUZZ_DIR" -Dfuzz=true \
         -Db_sanitize=address,undefined -Db_lundef=false
-    if [ -f "$FUZZ_DIR/build.ninja" ]; then
-        note "fuzz smoke runs (${FUZZ_SECONDS}s each)"
-        fuzz_smoke "$FUZZ_DIR"
+fi
+have_plain=no have_asan=no
+want build && [ -f "$PREFIX/build.ninja" ] && have_plain=yes
+want asan && [ -f "$ASAN_DIR/build.ninja" ] && have_asan=yes
+
+# ---- 3. unit tests ----
+if want unit; then
+    if [ $have_plain = yes ]; then
+        note "unit tests ($PREFIX/)"
+        unit_tests "$PREFIX" "unit"
     fi
+    if [ $have_asan = yes ]; then
+        note "unit tests ($ASAN_DIR/)"
+        unit_tests "$ASAN_DIR" "unit-asan"
+    fi
+fi
+
+# ---- 4. format ----
+if want format; then
+    note "clang-format check"
+    format_check
+fi
+
+# ---- 5. system tests (background) and fuzz smoke runs, side by side ----
+if want system; then
+    [ $have_plain = yes ] && system_tests_start "$PREFIX"
+    [ $have_asan = yes ] && system_tests_start "$ASAN_DIR"
+    note "system tests started in the background (logs: */system-tests.log)"
+fi
+if want fuzz && [ -f "$FUZZ_DIR/build.ninja" ]; then
+    note "fuzz smoke runs (${FUZZ_SECONDS}s each)"
+    fuzz_smoke "$FUZZ_DIR"
+fi
+if want system; then
+    [ $have_plain = yes ] && system_tests_collect "$PREFIX" "system"
+    [ $have_asan = yes ] && system_tests_collect "$ASAN_DIR" "system-asan"
 fi
 
 note "done"

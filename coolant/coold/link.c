@@ -560,18 +560,15 @@ static void take_sensors(struct link *l, struct cool_telemetry *t, const struct 
         bool ok = v && strcmp(v, "fault") != 0 && ctl_parse_centi(v, &c) == 0;
         t->temps[i] = (struct cool_temperature){.celsius_centi = ok ? c : 0, .fault = !ok};
     }
-    t->n_pumps = l->has_info ? l->info.pumps : count_numbered(f, "p", ".rpm", COOL_PUMPS_MAX);
+    t->n_pumps = l->has_info ? l->info.pumps : count_numbered(f, "p", "", COOL_PUMPS_MAX);
     for (unsigned i = 0; i < t->n_pumps; i++) {
-        long rpm = -1, duty = -1;
-        snprintf(key, sizeof(key), "p%u.rpm", i + 1);
-        const char *v = ctl_frame_get(f, key);
-        if (!v || ctl_parse_long(v, 0, LONG_MAX, &rpm) < 0)
-            rpm = -1;
-        snprintf(key, sizeof(key), "p%u.duty", i + 1);
-        v = ctl_frame_get(f, key);
-        if (!v || ctl_parse_long(v, 0, 100, &duty) < 0)
-            duty = -1;
-        t->pumps[i] = (struct cool_pump){.rpm = rpm, .duty = (int)duty};
+        long rpm = -1;
+        int duty = -1;
+        snprintf(key, sizeof(key), "p%u", i + 1);
+        /* An unreadable reading stays -1: shown as unknown rather than as a stopped pump. */
+        if (ctl_pump_parse(ctl_frame_get(f, key), &rpm, &duty) < 0)
+            rpm = duty = -1;
+        t->pumps[i] = (struct cool_pump){.rpm = rpm, .duty = duty};
     }
 }
 

@@ -220,8 +220,8 @@ static void answer_status(struct fixture *fx, uint16_t id, const char *level, co
 {
     ctl_send(fx, 'R', id, "OK", "up", "5124", "level", level, "reason",
              strcmp(level, "normal") == 0 ? "none" : "pump_stopped", "cut_in", cut_in, "halt", "0",
-             "host", "ok", "flow", "12.40", "t1", "31.20", "t2", "35.05", "t3", "fault", "p1.rpm",
-             "2410", "p1.duty", "55", "p2.rpm", "0", "p2.duty", "55", NULL);
+             "host", "ok", "flow", "12.40", "t1", "31.20", "t2", "35.05", "t3", "fault", "p1",
+             "2410/55", "p2", "0/55", NULL);
     deliver(fx, 1);
 }
 

@@ -189,10 +189,12 @@ static void do_status(struct sim_ctl *c, const struct ctl_frame *f, struct ctl_w
             ctl_writer_add(w, key, "fault");
     }
     for (unsigned i = 0; i < c->settings.n_pumps; i++) {
-        snprintf(key, sizeof(key), "p%u.rpm", i + 1);
-        ctl_writer_add_int(w, key, i < r->n_pumps ? r->rpm[i] : 0);
-        snprintf(key, sizeof(key), "p%u.duty", i + 1);
-        ctl_writer_add_int(w, key, sim_ctl_duty(c, i));
+        char reading[24];
+        snprintf(key, sizeof(key), "p%u", i + 1);
+        if (ctl_pump_format(i < r->n_pumps ? r->rpm[i] : 0, sim_ctl_duty(c, i), reading,
+                            sizeof(reading)) < 0)
+            snprintf(reading, sizeof(reading), "0/0");
+        ctl_writer_add(w, key, reading);
     }
 }
 

@@ -128,6 +128,12 @@ int ctl_parse_long(const char *s, long min, long max, long *ret);
  * -CTL_E_OVERFLOW when buf (NUL included) is too small. */
 int ctl_format_centi(long centi, bool shortest, char *buf, size_t size);
 
+/* A pump reading as STATUS carries it: "2410/55" is 2410 rpm at 55 % duty. rpm 0..1000000, duty
+ * 0..100. parse returns 0 or -CTL_E_NUMBER; format returns the length, -CTL_E_NUMBER for values
+ * out of range or -CTL_E_OVERFLOW. */
+int ctl_pump_parse(const char *s, long *ret_rpm, int *ret_duty);
+int ctl_pump_format(long rpm, int duty, char *buf, size_t size);
+
 /* ---- Settings: what the controller keeps in EEPROM (docs/protocol.md §6). ---- */
 
 struct ctl_curve_point {

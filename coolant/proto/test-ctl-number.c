@@ -81,12 +81,37 @@ static void test_format_centi(void **state)
     }
 }
 
+static void test_pump_reading(void **state)
+{
+    long rpm;
+    int duty;
+    char buf[16];
+    assert_int_equal(ctl_pump_parse("2410/55", &rpm, &duty), 0);
+    assert_int_equal(rpm, 2410);
+    assert_int_equal(duty, 55);
+    assert_int_equal(ctl_pump_parse("0/100", &rpm, &duty), 0);
+    assert_int_equal(rpm, 0);
+    assert_int_equal(duty, 100);
+    static const char *const bad[] = {"2410",  "/55",   "2410/", "2410/101",           "-1/50",
+                                      "24x/5", "1/2/3", "",      "12345678901234567/1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        rpm = 7;
+        if (ctl_pump_parse(bad[i], &rpm, &duty) != -CTL_E_NUMBER || rpm != 7)
+            fail_msg("'%s' accepted or output written", bad[i]);
+    }
+    assert_int_equal(ctl_pump_format(2410, 55, buf, sizeof(buf)), 7);
+    assert_string_equal(buf, "2410/55");
+    assert_int_equal(ctl_pump_format(2410, 101, buf, sizeof(buf)), -CTL_E_NUMBER);
+    assert_int_equal(ctl_pump_format(1000000, 100, buf, 8), -CTL_E_OVERFLOW);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_centi),
         cmocka_unit_test(test_parse_long),
         cmocka_unit_test(test_format_centi),
+        cmocka_unit_test(test_pump_reading),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -152,6 +152,37 @@ static void test_limits(void **state)
     assert_int_equal(ctl_writer_finish(&w), -CTL_E_OVERFLOW);
 }
 
+/* The widest STATUS reply the protocol allows (8 sensors, 4 pumps, every value at its widest)
+ * fits in one frame, so a controller never has to drop a reading. */
+static void test_largest_status_fits(void **state)
+{
+    struct ctl_writer w;
+    char key[8], reading[24];
+    ctl_writer_begin(&w, CTL_KIND_REPLY, 65535, "OK");
+    ctl_writer_add_int(&w, "up", 4294967295L);
+    ctl_writer_add(&w, "level", "precritical");
+    ctl_writer_add(&w, "reason", "sensors_lost");
+    ctl_writer_add_int(&w, "cut_in", 900);
+    ctl_writer_add_int(&w, "halt", 1);
+    ctl_writer_add(&w, "host", "lost");
+    ctl_writer_add_centi(&w, "flow", 99999);
+    for (unsigned i = 0; i < CTL_SENSORS_MAX; i++) {
+        snprintf(key, sizeof(key), "t%u", i + 1);
+        ctl_writer_add_centi(&w, key, -1234);
+    }
+    for (unsigned i = 0; i < CTL_PUMPS_MAX; i++) {
+        snprintf(key, sizeof(key), "p%u", i + 1);
+        assert_true(ctl_pump_format(99999, 100, reading, sizeof(reading)) > 0);
+        ctl_writer_add(&w, key, reading);
+    }
+    int n = ctl_writer_finish(&w);
+    if (n < 0)
+        fail_msg("largest STATUS does not fit: %s", ctl_strerror(n));
+    struct ctl_frame f;
+    assert_int_equal(ctl_frame_parse(w.buf, (size_t)n, &f), 0);
+    assert_int_equal(f.n_fields, 7 + CTL_SENSORS_MAX + CTL_PUMPS_MAX);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -160,6 +191,7 @@ int main(void)
         cmocka_unit_test(test_refuses_what_parser_refuses),
         cmocka_unit_test(test_sticky_and_duplicates),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_largest_status_fits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -86,7 +86,8 @@ def coolsim(workdir, request):
 @pytest.fixture
 def coold(workdir, request):
     """Factory: coold(device, **options) -> Coold, started and answering. At the end every
-    daemon is stopped with SIGTERM and must exit cleanly without a sanitizer report."""
+    daemon is stopped with SIGTERM and must exit cleanly without a sanitizer report; one that
+    died of a signal during the test fails it too."""
     daemons = []
 
     def start(device, **kw):
@@ -107,6 +108,8 @@ def coold(workdir, request):
             problems.append(f"{d.name}: {report}")
         elif was_running and rc != 0:
             problems.append(f"{d.name}: exit status {rc} after SIGTERM:\n{d.proc.tail()}")
+        elif not was_running and rc < 0:
+            problems.append(f"{d.name}: killed by signal {-rc} during the test:\n{d.proc.tail()}")
     assert not problems, "\n".join(problems)
 
 

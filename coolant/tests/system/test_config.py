@@ -25,24 +25,36 @@ def run_coold(workdir, text):
     return sysutil.run([sysutil.binary("coold"), "--config", conf], timeout=15)
 
 
-@pytest.mark.parametrize("line,key,bad", [
-    (3, "devcie", "devcie = /dev/ttyACM0"),
-    (3, "poll_interval", "poll_interval = 5parsecs"),
-    (5, "listen", "listen = 127.0.0.1:99999"),
-    (12, "halt_within", "halt_within = -5s"),
-])
-def test_bad_config_is_refused_naming_key_and_line(workdir, line, key, bad):
+def config_with(line, bad):
+    """GOOD with `bad` at 1-based `line`: replacing that line when it sets the same key, else
+    inserted before it."""
     lines = GOOD.splitlines()
-    if line <= len(lines) and lines[line - 1].split("=")[0].strip() == bad.split("=")[0].strip():
+    if lines[line - 1].split("=")[0].strip() == bad.split("=")[0].strip():
         lines[line - 1] = bad
     else:
         lines.insert(line - 1, bad)
-    r = run_coold(workdir, "\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("line,key,bad", [
+    (3, "devcie", "devcie = /dev/ttyACM0"),
+    (3, "poll_interval", "poll_interval = 5parsecs"),
+    (12, "halt_within", "halt_within = -5s"),
+])
+def test_bad_config_is_refused_naming_key_and_line(workdir, line, key, bad):
+    r = run_coold(workdir, config_with(line, bad))
     out = r.stdout + r.stderr
     assert r.returncode != 0, out
     assert key in out, out
     assert f":{line}" in out, f"message should name line {line}:\n{out}"
     assert not (workdir / "coold.sock").exists(), "a refused config still opened the socket"
+
+
+def test_bad_listen_address_is_refused(workdir):
+    r = run_coold(workdir, config_with(5, "listen = 127.0.0.1:99999"))
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out
+    assert "listen" in out and "99999" in out, out
 
 
 def test_missing_config_file_is_named(workdir):
