@@ -16,7 +16,6 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-SRC=$PWD
 R=${QUICKSTART_ROOT:-}
 BUILD=${QUICKSTART_BUILD:-build}
 ETC=$R/etc/coold
@@ -134,8 +133,9 @@ if use_systemd; then
         echo "COOLSIM_SCENARIO=$SCENARIO" >/etc/default/coolsim
     fi
     systemctl daemon-reload
-    if systemctl list-unit-files docker.service >/dev/null 2>&1; then
-        systemctl is-active --quiet docker.service || systemctl start docker.service
+    if systemctl list-unit-files docker.service >/dev/null 2>&1 &&
+        ! systemctl is-active --quiet docker.service; then
+        systemctl start docker.service || say "docker.service did not start: no containers to stop"
     fi
     if [ $simulated = yes ]; then
         systemctl enable --quiet coolsim.service
@@ -148,7 +148,8 @@ else
     if [ -z "$R" ] && ! pgrep -x dockerd >/dev/null; then
         start_bg dockerd dockerd
         # A host without iptables or bridges (a container, a minimal VM) needs the plain setup.
-        if ! timeout 20 sh -c 'until docker -H unix:///run/docker.sock info >/dev/null 2>&1; do sleep 0.5; done'; then
+        if ! timeout 20 sh -c \
+            'until docker -H unix:///run/docker.sock info >/dev/null 2>&1; do sleep 0.5; done'; then
             stop_bg dockerd
             say "dockerd did not come up with defaults; trying without iptables and bridge"
             start_bg dockerd dockerd --iptables=false --ip6tables=false --bridge=none

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Installs, builds and runs every test of gpunode, and ends with one line "N passed, N failed"
-# that sums every check: each build, each unit test, each system test (pytest), the format
-# check and each fuzz smoke run, once for the plain build and once more under ASan+UBSan.
-# Exits non-zero if anything failed.
+# that sums every check: each build, each unit test and each system test (pytest) of the plain
+# build and again of the ASan+UBSan build, the format check, and each fuzz smoke run. Exits
+# non-zero if anything failed.
 #
 # Environment:
 #   GPUNODE_BUILD_PREFIX  build dir name prefix (default "build": build/, build-asan/, build-fuzz/)
 #   FUZZ_SECONDS          seconds per fuzz target (default 20)
 #   SKIP_INSTALL=1        do not run scripts/install-deps.sh
 #   PYTEST_ARGS           extra arguments for pytest (e.g. "-k coolctl")
-#   STAGES                what to run (default: "install build unit system format asan fuzz")
+#   STAGES                what to run (default: "install build unit system format asan fuzz");
+#                         "build" and "asan" select the build dirs that "unit" and "system" test,
+#                         e.g. STAGES="asan system" runs only the sanitized system tests
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
@@ -50,6 +52,10 @@ count() {
     local kind=$1 file=$2 label=$3 out last p f s
     out=$($RESULTS "$kind" "$file")
     last=$(tail -n 1 <<<"$out")
+    if ! [[ $last =~ ^[0-9]+\ [0-9]+\ [0-9]+$ ]]; then
+        fail "$label: cannot read $file"
+        return
+    fi
     read -r p f s <<<"$last"
     passed=$((passed + p))
     failed=$((failed + f))
@@ -75,9 +81,11 @@ build_dir() {
 unit_tests() {
     local dir=$1 label=$2 rc
     rm -f "$dir/meson-logs/testlog.json"
-    meson test -C "$dir" --suite unit --print-errorlogs --num-processes 2 >"$dir/unit-tests.log" 2>&1
+    meson test -C "$dir" --suite unit --print-errorlogs --num-processes 2 \
+        >"$dir/unit-tests.log" 2>&1
     rc=$?
-    if [ ! -f "$dir/meson-logs/testlog.json" ] && grep -q 'No suitable tests' "$dir/unit-tests.log"; then
+    if [ ! -f "$dir/meson-logs/testlog.json" ] &&
+        grep -q 'No suitable tests' "$dir/unit-tests.log"; then
         printf '%s: no unit tests defined\n' "$label"
         return
     fi
@@ -103,20 +111,25 @@ system_tests_start() {
 }
 
 system_tests_collect() {
-    local dir=$1 label=$2
+    local dir=$1 label=$2 rc before=$failed
     wait "${system_pid[$dir]}"
+    rc=$?
     note "system tests ($dir/)"
     tail -n 80 "$dir/system-tests.log"
     count junit "$dir/system-tests.xml" "$label"
+    # pytest failing without a failed test (nothing collected, an internal error, the timeout)
+    # must still fail the run.
+    if [ $rc -ne 0 ] && [ "$failed" -eq "$before" ]; then
+        fail "$label: pytest exit status $rc"
+    fi
 }
 
 format_check() {
     local out bad
     # One clang-format for all files (it starts slowly); the files it would change are the ones
     # named in its diagnostics.
-    out=$(git ls-files -z --cached --others --exclude-standard -- '*.c' '*.h' |
-        xargs -0 -r clang-format --dry-run --Werror 2>&1)
-    if [ $? -eq 0 ]; then
+    if out=$(git ls-files -z --cached --others --exclude-standard -- '*.c' '*.h' |
+        xargs -0 -r clang-format --dry-run --Werror 2>&1); then
         pass
         return
     fi
@@ -187,7 +200,8 @@ if want fuzz; then
     note "build $FUZZ_DIR/ (clang, libFuzzer, ASan+UBSan)"
     # The compiler of a build dir cannot change: start over if it was not set up with clang.
     if [ -f "$FUZZ_DIR/build.ninja" ] &&
-        ! meson introspect "$FUZZ_DIR" --compilers | grep -q '"id": "clang"'; then
+        ! grep -A1 '^rule c_COMPILER' "$FUZZ_DIR/build.ninja" |
+        grep -q 'command = \(ccache \)\?clang '; then
         rm -rf "$FUZZ_DIR"
     fi
     CC=clang check "build $FUZZ_DIR/" build_dir "$FUZZ_DIR" -Dfuzz=true \

@@ -24,9 +24,11 @@ static bool id_valid(const char *id)
     return len > 0 && len < DOCKER_ID_MAX && strspn(id, "0123456789abcdef") == len;
 }
 
-/* One API call bounded by the deadline. The reply's JSON (or NULL) goes to *ret_json. */
+/* One API call bounded by the deadline. The reply goes to *ret (free with http_response_done()).
+ * The request is the one http_request_json() makes without a body; the reply's body is parsed
+ * here (reply_json() and docker_parse_*()), so that the parsing can be fuzzed without HTTP. */
 static int docker_call(const char *method, const char *path, const char *socket,
-                       uint64_t deadline_us, long *ret_status, json_t **ret_json, struct errmsg *e)
+                       uint64_t deadline_us, struct http_response *ret, struct errmsg *e)
 {
     uint64_t now = hooks_now_us();
     long left_ms = deadline_us > now ? (long)((deadline_us - now) / 1000u) : 0;
@@ -34,11 +36,24 @@ static int docker_call(const char *method, const char *path, const char *socket,
         return errmsg_set(e, -ETIMEDOUT, "%s %s: no time left before the deadline", method, path);
     char url[256];
     snprintf(url, sizeof(url), "http://localhost%s", path);
-    int r =
-        http_request_json(method, url, socket_path(socket), NULL, left_ms, ret_status, ret_json, e);
+    static const char *const accept[] = {"Accept: application/json", NULL};
+    struct http_client_opts o = {
+        .method = method,
+        .url = url,
+        .unix_socket = socket_path(socket),
+        .headers = accept,
+        .timeout_ms = left_ms,
+    };
+    int r = http_request_opts(&o, ret, e);
     if (r < 0)
         return errmsg_prefix(e, r, "Docker Engine at %s: %s %s", socket_path(socket), method, path);
     return 0;
+}
+
+/* The reply body as JSON (a new reference), or NULL when it is empty or not valid JSON. */
+static json_t *reply_json(const char *body, size_t len)
+{
+    return len > 0 ? json_loadb(body, len, 0, NULL) : NULL;
 }
 
 /* Docker explains errors as {"message": "..."}. */
@@ -65,18 +80,13 @@ static int parse_container(json_t *item, struct docker_container *c)
     return 0;
 }
 
-int docker_list_running(const char *socket, uint64_t deadline_us, struct docker_container **ret,
-                        size_t *ret_n, struct errmsg *e)
+int docker_parse_containers(long status, const char *body, size_t len,
+                            struct docker_container **ret, size_t *ret_n, struct errmsg *e)
 {
-    long status = 0;
-    json_t *j = NULL;
-    int r = docker_call("GET", "/containers/json", socket, deadline_us, &status, &j, e);
-    if (r < 0)
-        return r;
+    json_t *j = reply_json(body, len);
     if (status != 200 || !json_is_array(j)) {
-        r = errmsg_set(e, -EPROTO, "Docker Engine at %s: GET /containers/json: HTTP %ld: %s",
-                       socket_path(socket), status,
-                       json_is_array(j) ? "unexpected status" : reply_message(j));
+        int r = errmsg_set(e, -EPROTO, "HTTP %ld: %s", status,
+                           json_is_array(j) ? "unexpected status" : reply_message(j));
         json_decref(j);
         return r;
     }
@@ -90,15 +100,27 @@ int docker_list_running(const char *socket, uint64_t deadline_us, struct docker_
         if (parse_container(json_array_get(j, i), &c[i]) < 0) {
             json_decref(j);
             free(c);
-            return errmsg_set(e, -EPROTO,
-                              "Docker Engine at %s: GET /containers/json: entry %zu has no "
-                              "valid Id",
-                              socket_path(socket), i);
+            return errmsg_set(e, -EPROTO, "entry %zu has no valid Id", i);
         }
     json_decref(j);
     *ret = c;
     *ret_n = n;
     return 0;
+}
+
+int docker_list_running(const char *socket, uint64_t deadline_us, struct docker_container **ret,
+                        size_t *ret_n, struct errmsg *e)
+{
+    struct http_response resp = {0};
+    int r = docker_call("GET", "/containers/json", socket, deadline_us, &resp, e);
+    if (r < 0)
+        return r;
+    r = docker_parse_containers(resp.status, resp.body, resp.body_len, ret, ret_n, e);
+    http_response_done(&resp);
+    if (r == -EPROTO)
+        return errmsg_prefix(e, r, "Docker Engine at %s: GET /containers/json",
+                             socket_path(socket));
+    return r;
 }
 
 struct stop_job {
@@ -116,9 +138,10 @@ static void stop_one(const struct stop_job *job)
     char path[128];
     snprintf(path, sizeof(path), "/containers/%s/stop?t=%u", job->c->id, job->grace_s);
     struct errmsg e = {{0}};
-    json_t *j = NULL;
-    int r = docker_call("POST", path, job->socket, job->deadline_us, &res->status, &j, &e);
+    struct http_response resp = {0};
+    int r = docker_call("POST", path, job->socket, job->deadline_us, &resp, &e);
     res->seconds = (double)(hooks_now_us() - start) / 1e6;
+    res->status = resp.status;
     if (r < 0) {
         res->r = r;
         snprintf(res->error, sizeof(res->error), "%.*s", (int)sizeof(res->error) - 1, e.text);
@@ -128,10 +151,12 @@ static void stop_one(const struct stop_job *job)
         res->r = 0;
         res->already_stopped = true;
     } else {
+        json_t *j = reply_json(resp.body, resp.body_len);
         res->r = -EPROTO;
         snprintf(res->error, sizeof(res->error), "HTTP %ld: %s", res->status, reply_message(j));
+        json_decref(j);
     }
-    json_decref(j);
+    http_response_done(&resp);
 }
 
 static void *stop_thread(void *p)
@@ -173,6 +198,26 @@ int docker_stop_all(const char *socket, const struct docker_container *c, size_t
     return ok;
 }
 
+int docker_parse_running(long status, const char *body, size_t len, bool *ret_running,
+                         struct errmsg *e)
+{
+    if (status == 404) {
+        *ret_running = false;
+        return 0;
+    }
+    json_t *j = reply_json(body, len);
+    json_t *running = json_object_get(json_object_get(j, "State"), "Running");
+    if (status != 200 || !json_is_boolean(running)) {
+        int r = errmsg_set(e, -EPROTO, "HTTP %ld: %s", status,
+                           status == 200 ? "no State.Running" : reply_message(j));
+        json_decref(j);
+        return r;
+    }
+    *ret_running = json_is_true(running);
+    json_decref(j);
+    return 0;
+}
+
 int docker_container_running(const char *socket, const char *id, uint64_t deadline_us,
                              bool *ret_running, struct errmsg *e)
 {
@@ -180,25 +225,14 @@ int docker_container_running(const char *socket, const char *id, uint64_t deadli
         return errmsg_set(e, -EINVAL, "invalid container id '%s'", id);
     char path[128];
     snprintf(path, sizeof(path), "/containers/%s/json", id);
-    long status = 0;
-    json_t *j = NULL;
-    int r = docker_call("GET", path, socket, deadline_us, &status, &j, e);
+    struct http_response resp = {0};
+    int r = docker_call("GET", path, socket, deadline_us, &resp, e);
     if (r < 0)
         return r;
-    if (status == 404) {
-        json_decref(j);
-        *ret_running = false;
-        return 0;
-    }
-    json_t *running = json_object_get(json_object_get(j, "State"), "Running");
-    if (status != 200 || !json_is_boolean(running)) {
-        r = errmsg_set(e, -EPROTO, "Docker Engine at %s: GET %s: HTTP %ld: %s", socket_path(socket),
-                       path, status, status == 200 ? "no State.Running" : reply_message(j));
-        json_decref(j);
-        return r;
-    }
-    *ret_running = json_is_true(running);
-    json_decref(j);
+    r = docker_parse_running(resp.status, resp.body, resp.body_len, ret_running, e);
+    http_response_done(&resp);
+    if (r < 0)
+        return errmsg_prefix(e, r, "Docker Engine at %s: GET %s", socket_path(socket), path);
     return 0;
 }
 

@@ -30,6 +30,15 @@ struct docker_container {
 int docker_list_running(const char *socket, uint64_t deadline_us, struct docker_container **ret,
                         size_t *ret_n, struct errmsg *e);
 
+/* Interprets a reply to GET /containers/json: HTTP status and body as received (len bytes, no
+ * NUL needed). docker_list_running() calls it; it is separate so that the parsing can be tested
+ * and fuzzed without an engine. Returns 0 with a malloc'd array in *ret (NULL when *ret_n is 0;
+ * free()), -EPROTO with e set ("HTTP 500: engine on fire", "entry 2 has no valid Id") for a
+ * status other than 200, a body that is not a JSON array, or an entry without a hex Id shorter
+ * than DOCKER_ID_MAX, or -ENOMEM. *ret and *ret_n are written only on success. */
+int docker_parse_containers(long status, const char *body, size_t len,
+                            struct docker_container **ret, size_t *ret_n, struct errmsg *e);
+
 struct docker_stop_result {
     int r;                /* 0: stopped, already stopped or gone; else -errno (as above) */
     long status;          /* HTTP status; 0 when none came */
@@ -50,6 +59,13 @@ int docker_stop_all(const char *socket, const struct docker_container *c, size_t
  * as not running. Returns 0 and *ret_running, or -errno with e set (as docker_list_running()). */
 int docker_container_running(const char *socket, const char *id, uint64_t deadline_us,
                              bool *ret_running, struct errmsg *e);
+
+/* Interprets a reply to GET /containers/{id}/json: 404 means not running, 200 needs a boolean
+ * State.Running. Returns 0 and *ret_running (written only then), or -EPROTO with e set ("HTTP
+ * 500: ...", "HTTP 200: no State.Running"). Separate from docker_container_running() so that it
+ * can be fuzzed without an engine. */
+int docker_parse_running(long status, const char *body, size_t len, bool *ret_running,
+                         struct errmsg *e);
 
 /* Asks about each container until none is running or the deadline comes, every poll_ms.
  * ret_running (room for n) ends up true for each container not confirmed stopped (still running,

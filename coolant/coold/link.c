@@ -351,6 +351,10 @@ void link_free(struct link *l)
 {
     if (!l)
         return;
+    /* Not UP any more, so that a completion callback below that queues a new request is refused
+     * (-ENOTCONN) rather than accepted and then freed without its completion. No state-change
+     * callback: the link is going away. */
+    l->state = LINK_CLOSED;
     fail_all(l, -ECANCELED);
     if (l->fd >= 0) {
         (void)ioctl(l->fd, TIOCNXCL);

@@ -6,7 +6,6 @@ parallel, and every process started here is stopped again by whoever started it 
 """
 
 import ctypes
-import gzip
 import http.client
 import json
 import os
