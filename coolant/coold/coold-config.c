@@ -51,8 +51,10 @@ static int load_controller(struct config *c, struct coold_config *cfg, struct er
     return 0;
 }
 
-static int load_control(struct config *c, struct coold_config *cfg)
+static int load_control(struct config *c, struct coold_config *cfg, struct errmsg *e)
 {
+    char host[256];
+    uint16_t port;
     int r;
     if ((r = dup_string(c, "metrics", "listen", "127.0.0.1:9420", &cfg->metrics_listen)) < 0 ||
         (r = dup_string(c, "control", "socket", "/run/coold/coold.sock", &cfg->control_socket)) <
@@ -61,6 +63,13 @@ static int load_control(struct config *c, struct coold_config *cfg)
         (r = dup_string(c, "control", "audit_log", "/var/log/coold/audit.log", &cfg->audit_log)) <
             0)
         return r;
+    /* Checked here, not only when the server starts, so the message can name file and line. */
+    r = parse_listen_address(cfg->metrics_listen, host, sizeof(host), &port, e);
+    if (r < 0)
+        return errmsg_prefix(e, r, "%s:%u: [metrics] listen", config_path(c),
+                             config_line(c, "metrics", "listen"));
+    if (!*cfg->control_socket)
+        return errmsg_set(e, -EINVAL, "%s: [control] socket must not be empty", config_path(c));
     return 0;
 }
 
@@ -94,7 +103,7 @@ int coold_config_load(const char *path, struct coold_config *ret, struct errmsg 
     int r = config_load(path, &c, e);
     if (r < 0)
         return r;
-    if ((r = load_controller(c, &cfg, e)) < 0 || (r = load_control(c, &cfg)) < 0 ||
+    if ((r = load_controller(c, &cfg, e)) < 0 || (r = load_control(c, &cfg, e)) < 0 ||
         (r = load_shutdown(c, &cfg, e)) < 0 || (r = config_check_unused(c, e)) < 0) {
         coold_config_done(&cfg);
         return r == -ENOMEM ? errmsg_set(e, r, "out of memory") : r;

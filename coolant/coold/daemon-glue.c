@@ -116,6 +116,13 @@ void daemon_step_safety(struct daemon *d, uint64_t now)
         if (r < 0 && r != -EALREADY)
             log_error_errno(r, "Cannot start the shutdown");
     }
+    /* In drill mode an alarm is rehearsed, not obeyed: once the rehearsal has run, the state
+     * follows the controller again (and the same alarm is not rehearsed twice). */
+    if (d->cfg.drill && dec.shutting_down && !dec.start_shutdown &&
+        shutdown_get_stage(d->shutdown) == SHUTDOWN_STAGE_IDLE &&
+        safety_release(d->safety, now) == 0)
+        eventlog_add(d->events, "daemon", "safety", NULL,
+                     "drill finished; following the controller");
     d->decision = dec;
     d->decision.reason = NULL;
 }

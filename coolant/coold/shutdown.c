@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "docker.h"
@@ -44,6 +45,7 @@ struct run {
     /* Only the run's thread uses these: stage 2 fills them for stage 3. */
     struct docker_container *containers;
     size_t n_containers;
+    bool list_failed; /* the engine did not say which containers run */
 };
 
 struct shutdown {
@@ -307,6 +309,14 @@ static void stage_containers(struct run *run)
         end_stage(run, SHUTDOWN_STAGE_CONTAINERS, t, true, "no Docker Engine configured");
         return;
     }
+    /* No socket file means no engine on this host, so no container can be running: that is
+     * not a failure. A socket that exists but does not answer is one. */
+    struct stat st;
+    if (stat(sock, &st) < 0 && errno == ENOENT) {
+        end_stage(run, SHUTDOWN_STAGE_CONTAINERS, t, true,
+                  "no Docker Engine on this host (no socket at %s)", sock);
+        return;
+    }
     uint64_t end =
         stage_end(run, WEIGHT_CONTAINERS, WEIGHT_CONTAINERS + WEIGHT_WAIT + WEIGHT_FINAL);
     if (end == 0) {
@@ -315,6 +325,7 @@ static void stage_containers(struct run *run)
     }
     struct errmsg e = {{0}};
     if (docker_list_running(sock, end, &run->containers, &run->n_containers, &e) < 0) {
+        run->list_failed = true;
         end_stage(run, SHUTDOWN_STAGE_CONTAINERS, t, false, "%s", e.text);
         return;
     }
@@ -335,6 +346,11 @@ static void stage_wait(struct run *run)
     if (cancelled(run, SHUTDOWN_STAGE_WAIT))
         return;
     uint64_t t = begin_stage(run, SHUTDOWN_STAGE_WAIT);
+    if (run->list_failed) {
+        end_stage(run, SHUTDOWN_STAGE_WAIT, t, false,
+                  "skipped: the running containers are unknown (the engine did not list them)");
+        return;
+    }
     if (n == 0) {
         end_stage(run, SHUTDOWN_STAGE_WAIT, t, true, "no containers to wait for");
         return;
@@ -512,6 +528,9 @@ int shutdown_start(struct shutdown *s, const char *reason, uint64_t deadline_us,
     run->s = s;
     run->drill = drill;
     run->deadline_us = deadline_us;
+    /* Shown as started from the moment this returns, not only once the thread runs, so a caller
+     * that looks at the stage right after starting never sees IDLE. */
+    run->stage = SHUTDOWN_STAGE_ANNOUNCE;
     snprintf(run->reason, sizeof(run->reason), "%s", reason && reason[0] ? reason : "unknown");
 
     struct run *old = NULL;

@@ -92,6 +92,7 @@ static void test_errors_name_the_problem(void **state)
         {"[shutdown]\nhalt_within = 1h\n", "halt_within"},
         {"[metrics]\nlisten = 1\nlisten = 2\n", "listen"},
         {"[contrl]\nsocket = /x\n", "contrl"},
+        {"[metrics]\n\nlisten = 127.0.0.1:99999\n", ":3: [metrics] listen"},
     };
     for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
         struct coold_config cfg;

@@ -396,11 +396,31 @@ static void test_deadline_passed_still_halts_and_runs_command(void **state)
     shutdown_free(s);
 }
 
+/* A host without Docker at all (no socket file) has no containers to stop: not a failure. */
+static void test_no_engine_on_the_host(void **state)
+{
+    struct harness *h = *state;
+    h->cfg.docker_socket = "/nonexistent/docker.sock";
+    struct shutdown *s = new_shutdown(h);
+    assert_int_equal(shutdown_start(s, "drill", hooks_now_us() + 10000000u, true), 0);
+    assert_int_equal(shutdown_wait(s, true, 15000000u), 0);
+    struct shutdown_step steps[SHUTDOWN_N_STEPS];
+    assert_int_equal(get_steps(s, true, steps), 5);
+    assert_true(steps[1].ok);
+    assert_non_null(strstr(steps[1].detail, "no Docker Engine on this host"));
+    assert_true(steps[2].ok);
+    shutdown_free(s);
+}
+
 static void test_failures_do_not_stop_the_command(void **state)
 {
     struct harness *h = *state;
     write_hook(h, "20-broken", "exit 1");
-    h->cfg.docker_socket = "/nonexistent/docker.sock";
+    /* A socket path that exists but where nothing listens: an engine that is down. */
+    char dead[128];
+    snprintf(dead, sizeof(dead), "%s/dead-docker.sock", h->dir);
+    close(open(dead, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+    h->cfg.docker_socket = dead;
     h->halt_result = -ETIMEDOUT;
     snprintf(h->command, sizeof(h->command), "echo command >> %s; exit 3", h->trace);
     struct shutdown *s = new_shutdown(h);
@@ -412,7 +432,8 @@ static void test_failures_do_not_stop_the_command(void **state)
     assert_false(steps[0].ok);
     assert_non_null(strstr(steps[0].detail, "20-broken: exit 1"));
     assert_false(steps[1].ok);
-    assert_non_null(strstr(steps[1].detail, "/nonexistent/docker.sock"));
+    assert_non_null(strstr(steps[1].detail, "dead-docker.sock"));
+    assert_false(steps[2].ok); /* nothing can be confirmed when nothing was listed */
     assert_false(steps[3].ok);
     assert_non_null(strstr(steps[3].detail, strerror(ETIMEDOUT)));
     assert_false(steps[4].ok);
@@ -480,6 +501,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stage_visible_while_running, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deadline_passed_still_halts_and_runs_command, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_no_engine_on_the_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failures_do_not_stop_the_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_real_shutdown_cancels_drill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_during_shutdown_still_halts, setup, teardown),
