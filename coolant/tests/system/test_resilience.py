@@ -1,0 +1,82 @@
+"""coold under what production throws at it: a crash in the middle of an alarm, and a full disk
+under its audit log."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+import sysutil
+
+
+def test_coold_killed_before_the_alarm_restarts_and_still_halts_in_time(workdir, coolsim):
+    """The daemon dies (SIGKILL: no cleanup, a stale socket and lock left behind) before the pump
+    fails, and comes back only after the alarm. The new daemon must take over the line, see the
+    standing alarm and still stop the host before the cut."""
+    sim = coolsim("pump-failure", duration=120)
+    first = sysutil.Coold(workdir, sim.link, name="first")
+    first.wait_up()
+    first.proc.popen.send_signal(signal.SIGKILL)
+    first.proc.wait(10)
+
+    # The pump stops ~5 s into the run and the cut is due 30 s after the alarm: come back late.
+    time.sleep(9)
+    second = sysutil.Coold(workdir, sim.link, name="first")
+    try:
+        status = second.wait_up()
+        assert status["telemetry"]["level"] == "precritical", status["telemetry"]
+        rc = sim.wait(90)
+        report = sim.report()
+        assert rc == 0, f"coolsim verdict {rc}: {json.dumps(report)}"
+        assert report["orderly"] is True, report
+        assert len(second.command_runs()) == 1, second.command_runs()
+    finally:
+        second.stop()
+
+
+@pytest.fixture
+def tiny_fs(workdir):
+    """A 64 KiB tmpfs that a test can fill up."""
+    mnt = workdir / "tiny"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], check=True)
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(path):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while os.write(fd, b"x" * 4096) > 0:
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def test_full_disk_under_the_audit_log_refuses_writes(workdir, tiny_fs, coolsim, coold):
+    """A change that cannot be audited is not made; reads go on; writes work again once there is
+    space."""
+    sim = coolsim("normal")
+    daemon = coold(sim.link, overrides={"control.audit_log": tiny_fs / "audit.log"})
+    daemon.wait_up()
+    before = daemon.settings()["limit.warning"]
+    filler = tiny_fs / "filler"
+    _fill(filler)
+
+    r = daemon.put("/v1/settings", {"settings": {"limit.warning": "41"}})
+    assert r.status == 503, r
+    assert "audit log" in r.json()["error"], r.json()
+    assert daemon.settings()["limit.warning"] == before
+    assert daemon.status()["controller"]["link"] == "up"
+
+    os.unlink(filler)
+    r = daemon.put("/v1/settings", {"settings": {"limit.warning": "41"}})
+    assert r.status == 200, r
+    assert daemon.settings()["limit.warning"] == "41.00"
+    records = [json.loads(line) for line in (tiny_fs / "audit.log").read_text().splitlines()]
+    assert [rec["outcome"] for rec in records][-2:] == ["requested", "applied"], records
