@@ -29,12 +29,9 @@ static int curve_show_json(struct coolctl *c, json_t *settings, unsigned first, 
             json_decref(sel);
             return errmsg_set(e, -ENOMEM, "out of memory");
         }
-    json_t *doc = json_pack("{so}", "settings", sel);
-    if (!doc)
-        return errmsg_set(e, -ENOMEM, "out of memory");
-    coolctl_render_json(c->out, doc);
-    json_decref(doc);
-    return COOLCTL_EXIT_OK;
+    int r = coolctl_render_settings_json(c->out, sel);
+    json_decref(sel);
+    return r < 0 ? errmsg_set(e, r, "out of memory") : COOLCTL_EXIT_OK;
 }
 
 static int curve_show(struct coolctl *c, const char *pump_arg, struct errmsg *e)
@@ -66,12 +63,8 @@ static int curve_print_back(struct coolctl *c, json_t *back, const char *key, un
                             int min_duty, struct errmsg *e)
 {
     if (c->json) {
-        json_t *doc = json_pack("{sO}", "settings", back);
-        if (!doc)
-            return errmsg_set(e, -ENOMEM, "out of memory");
-        coolctl_render_json(c->out, doc);
-        json_decref(doc);
-        return COOLCTL_EXIT_OK;
+        int r = coolctl_render_settings_json(c->out, back);
+        return r < 0 ? errmsg_set(e, r, "out of memory") : COOLCTL_EXIT_OK;
     }
     const char *text = json_string_value(json_object_get(back, key));
     struct ctl_curve stored;

@@ -19,12 +19,9 @@ static int limits_print(struct coolctl *c, json_t *settings, struct errmsg *e)
             if (strncmp(key, "limit.", 6) == 0)
                 json_object_set(sel, key, v);
         }
-        json_t *doc = json_pack("{so}", "settings", sel);
-        if (!doc)
-            return errmsg_set(e, -ENOMEM, "out of memory");
-        coolctl_render_json(c->out, doc);
-        json_decref(doc);
-        return COOLCTL_EXIT_OK;
+        int r = coolctl_render_settings_json(c->out, sel);
+        json_decref(sel);
+        return r < 0 ? errmsg_set(e, r, "out of memory") : COOLCTL_EXIT_OK;
     }
     struct ctl_settings s;
     int r = coolctl_settings_decode(settings, &s, e);

@@ -19,11 +19,8 @@ static bool key_valid(const char *key)
 static int print_settings(struct coolctl *c, json_t *settings, struct errmsg *e)
 {
     if (c->json) {
-        json_t *doc = json_pack("{sO}", "settings", settings);
-        if (!doc)
+        if (coolctl_render_settings_json(c->out, settings) < 0)
             return errmsg_set(e, -ENOMEM, "out of memory");
-        coolctl_render_json(c->out, doc);
-        json_decref(doc);
     } else
         coolctl_render_settings(c->out, settings);
     return COOLCTL_EXIT_OK;

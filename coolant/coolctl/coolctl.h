@@ -153,3 +153,6 @@ void coolctl_format_time(const char *iso, char *buf, size_t size);
 
 /* Writes a JSON document pretty-printed (two-space indent) with a final newline. */
 void coolctl_render_json(FILE *f, json_t *doc);
+/* Prints {"settings": settings} as coolctl_render_json() does (settings is borrowed), the shape
+ * of the API's settings documents. Returns 0 or -ENOMEM. */
+int coolctl_render_settings_json(FILE *f, json_t *settings);

@@ -346,3 +346,13 @@ void coolctl_render_json(FILE *f, json_t *doc)
     json_dumpf(doc, f, JSON_INDENT(2) | JSON_ENCODE_ANY);
     fputc('\n', f);
 }
+
+int coolctl_render_settings_json(FILE *f, json_t *settings)
+{
+    json_t *doc = json_pack("{sO}", "settings", settings);
+    if (!doc)
+        return -ENOMEM;
+    coolctl_render_json(f, doc);
+    json_decref(doc);
+    return 0;
+}
