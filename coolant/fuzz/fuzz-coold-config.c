@@ -4,7 +4,8 @@
  * Checked: on success every string field but admin_group (NULL: root only) is set, the baud rate
  * is one termios has, the durations are finite and not negative and the documented ranges hold
  * (poll_interval 50 ms..60 s, stale_after below dead_after, halt_within 1 s..15 min, a non-empty
- * shutdown command); on failure a message explains it. */
+ * shutdown command and control socket, a metrics listen address that parses); on failure a message
+ * explains it. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "coold-config.h"
 
 #define CHECK(x)                                                                                   \
@@ -37,7 +39,10 @@ static void check_config(const struct coold_config *c)
 
     CHECK(c->device && c->metrics_listen && c->control_socket && c->audit_log);
     CHECK(c->shutdown_command && c->hooks_dir && c->docker_socket);
-    CHECK(c->shutdown_command[0] != '\0');
+    CHECK(c->shutdown_command[0] != '\0' && c->control_socket[0] != '\0');
+    char host[256];
+    uint16_t port;
+    CHECK(parse_listen_address(c->metrics_listen, host, sizeof(host), &port, NULL) == 0);
     for (size_t i = 0; i < sizeof(bauds) / sizeof(bauds[0]); i++)
         baud_ok = baud_ok || c->baud == bauds[i];
     CHECK(baud_ok);
