@@ -91,6 +91,10 @@ static int load_shutdown(struct config *c, struct coold_config *cfg, struct errm
         return r;
     if (!*cfg->shutdown_command)
         return errmsg_set(e, -EINVAL, "%s: [shutdown] command must not be empty", config_path(c));
+    /* The reserve comes off every stage's budget; more than a minute would leave none. */
+    if (cfg->halt_reserve_s > 60)
+        return errmsg_set(e, -EINVAL, "%s: [shutdown] halt_reserve must be at most 1m",
+                          config_path(c));
     if (cfg->halt_within_s < 1 || cfg->halt_within_s > 900)
         return errmsg_set(e, -EINVAL, "%s: [shutdown] halt_within must be 1s..15m", config_path(c));
     return 0;

@@ -622,7 +622,12 @@ static void take_info(struct link *l, const struct ctl_frame *f)
     v = ctl_frame_get(f, "sensors");
     while (v && *v && i->n_sensors < COOL_SENSORS_MAX) {
         size_t len = strcspn(v, ",");
-        snprintf(i->sensors[i->n_sensors++], sizeof(i->sensors[0]), "%.*s", (int)len, v);
+        /* An unnamed sensor still needs a label for the metrics: call it by its STATUS key. */
+        if (len == 0)
+            snprintf(i->sensors[i->n_sensors], sizeof(i->sensors[0]), "t%u", i->n_sensors + 1);
+        else
+            snprintf(i->sensors[i->n_sensors], sizeof(i->sensors[0]), "%.*s", (int)len, v);
+        i->n_sensors++;
         v += len;
         if (*v == ',')
             v++;
@@ -634,6 +639,15 @@ static void hello_answered(struct link *l, const struct ctl_frame *f, uint64_t n
 {
     if (strcmp(f->verb, "OK") == 0) {
         take_info(l, f);
+        /* A controller must answer with a version the host asked for; anything newer would be
+         * read with the wrong rules. */
+        if (l->info.proto > CTL_PROTO_VERSION) {
+            l->has_info = false;
+            set_error(l, "controller answered HELLO with protocol version %u; coold speaks %d",
+                      l->info.proto, CTL_PROTO_VERSION);
+            close_device(l, now, l->cfg.proto_retry_usec);
+            return;
+        }
         l->error[0] = '\0';
         l->next_poll_at = now; /* telemetry at once */
         set_state(l, LINK_UP);

@@ -90,6 +90,7 @@ static void test_errors_name_the_problem(void **state)
         {"[shutdown]\ncontainer_grace = -3s\n", "container_grace"},
         {"[shutdown]\ndrill = perhaps\n", "drill"},
         {"[shutdown]\nhalt_within = 1h\n", "halt_within"},
+        {"[shutdown]\nhalt_reserve = 1d\n", "halt_reserve"},
         {"[metrics]\nlisten = 1\nlisten = 2\n", "listen"},
         {"[contrl]\nsocket = /x\n", "contrl"},
         {"[metrics]\n\nlisten = 127.0.0.1:99999\n", ":3: [metrics] listen"},

@@ -612,6 +612,72 @@ static void test_hello_proto_refused(void **state)
     expect_request(fx, "HELLO", &f);
 }
 
+/* A controller that answers HELLO with a newer version than the host asked for is not trusted. */
+static void test_hello_newer_version_answered(void **state)
+{
+    struct fixture *fx = *state;
+    struct ctl_frame f;
+
+    start_link(fx);
+    link_process(fx->l, fx->now, 0);
+    expect_request(fx, "HELLO", &f);
+    ctl_send(fx, 'R', f.id, "OK", "proto", "2", "pumps", "2", "sensors", "a,b", NULL);
+    deliver(fx, 1);
+    assert_int_equal(link_get_state(fx->l), LINK_CLOSED);
+    assert_null(link_get_info(fx->l));
+    assert_non_null(strstr(link_get_error(fx->l), "protocol version 2"));
+}
+
+/* Unnamed sensors still get a label, their STATUS key. */
+static void test_unnamed_sensor(void **state)
+{
+    struct fixture *fx = *state;
+    struct ctl_frame f;
+
+    start_link(fx);
+    link_process(fx->l, fx->now, 0);
+    expect_request(fx, "HELLO", &f);
+    ctl_send(fx, 'R', f.id, "OK", "proto", "1", "pumps", "1", "sensors", "inlet,,tank", NULL);
+    deliver(fx, 1);
+    const struct link_info *info = link_get_info(fx->l);
+    assert_non_null(info);
+    assert_int_equal(info->n_sensors, 3);
+    assert_string_equal(info->sensors[1], "t2");
+    assert_string_equal(info->sensors[2], "tank");
+}
+
+struct requeue {
+    struct completion first, second;
+    int second_rc;
+};
+
+static void requeue_on_cancel(struct link *l, int error, const struct ctl_frame *reply,
+                              void *userdata)
+{
+    struct requeue *q = userdata;
+    on_reply(l, error, reply, &q->first);
+    struct ctl_field key = {"key", "limit.critical"};
+    q->second_rc = link_request(l, "GET", &key, 1, 0, on_reply, &q->second);
+}
+
+/* link_free() completes every pending request with -ECANCELED; a completion that queues a new
+ * request then is refused, so no request is ever left without its one completion. */
+static void test_request_queued_while_freeing_is_refused(void **state)
+{
+    struct fixture *fx = *state;
+    struct requeue q = {.second_rc = 1};
+    struct ctl_field key = {"key", "limit.warning"};
+
+    bring_up(fx);
+    assert_int_equal(link_request(fx->l, "GET", &key, 1, 0, requeue_on_cancel, &q), 0);
+    link_free(fx->l);
+    fx->l = NULL;
+    assert_true(q.first.done);
+    assert_int_equal(q.first.error, -ECANCELED);
+    assert_int_equal(q.second_rc, -ENOTCONN);
+    assert_false(q.second.done);
+}
+
 /* HELLO unanswered: retried, then again every reopen interval, the link never UP meanwhile. */
 static void test_hello_unanswered(void **state)
 {
@@ -762,6 +828,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exclusive_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hello_proto_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hello_unanswered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hello_newer_version_answered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unnamed_sensor, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_request_queued_while_freeing_is_refused, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_priority, setup, teardown),
         cmocka_unit_test_setup_teardown(test_request_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_device_at_start, setup, teardown),
