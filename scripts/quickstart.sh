@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # Installs, builds and starts the gpunode cooling stack on this machine:
 #   dependencies -> build/ -> meson install (/usr/local) -> /etc/coold/coold.conf (written when
-#   missing) -> coolsim (unless a real controller is configured) + coold (+ dockerd when none
-#   runs). Under systemd the units in deploy/systemd/ are installed and started; otherwise the
-#   programs run in the background with logs in /var/log/coold/ and pid files in /run/coold/.
+#   missing) -> coolsim (unless a real controller is configured) + coold. Under systemd the units
+#   in deploy/systemd/ are installed and started; otherwise the programs run in the background
+#   with logs in /var/log/coold/ and pid files in /run/coold/.
 #
-#   scripts/quickstart.sh                       start (again: restarts with the new binaries)
-#   scripts/quickstart.sh --stop                stop what it started (background mode)
+#   scripts/quickstart.sh              start (again: restarts coold and coolsim, new binaries)
+#   scripts/quickstart.sh demo         watch a simulated pump failure end in a clean stop
+#   scripts/quickstart.sh --stop       stop what it started
 #   COOLD_DEVICE=/dev/ttyACM0 scripts/quickstart.sh   use a real controller, no simulator
-#   COOLSIM_SCENARIO=pump-failure scripts/quickstart.sh   run the simulator with a scenario
+#   COOLSIM_SCENARIO=overheat scripts/quickstart.sh   run the simulator with another scenario
 #
-# QUICKSTART_ROOT=/tmp/x puts everything (install, /etc, /var/log, /run) under that dir, never
-# uses systemd or starts dockerd, and takes the metrics port from COOLD_METRICS_LISTEN: a dry
-# run that touches nothing outside the dir.
+# Simulator mode (no COOLD_DEVICE) is real but harmless: coold acts on alarms (drill = no), but
+# its shutdown command is coolant-demo-halt, which only logs that the host would power off now,
+# and its Docker socket is a private demo Docker Engine (/run/gpunode-demo/docker.sock, own data
+# and exec roots, no networking) holding one demo container, never this host's own engine. With
+# a real controller coold.conf has `command = systemctl poweroff` and the host's Docker socket.
+#
+# QUICKSTART_ROOT=/tmp/x puts everything (install, /etc, /var/log, /var/lib, /run) under that
+# dir, never uses systemd, starts no Docker Engine but the demo's (its files under the dir too),
+# and takes the metrics port from COOLD_METRICS_LISTEN: for trying and testing the script.
+# QUICKSTART_BUILD=DIR builds and installs from DIR (default build/, prefix /usr/local);
+# QUICKSTART_SKIP_DEPS=1 skips scripts/install-deps.sh.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -29,6 +38,28 @@ SIM_LINK=/run/coolsim/ttyCOOL0
 [ -z "$R" ] || SIM_LINK=$SIMDIR/ttyCOOL0
 METRICS=${COOLD_METRICS_LISTEN:-127.0.0.1:9420}
 SCENARIO=${COOLSIM_SCENARIO:-normal}
+PYTHON=/usr/bin/python3
+
+# The demo's private Docker Engine, its container, and the shutdown command of simulator mode.
+# The paths under /var/lib/gpunode-demo and /run/gpunode-demo match
+# deploy/systemd/gpunode-demo-docker.service.
+DEMO_STATE=$R/var/lib/gpunode-demo
+DEMO_RUN=$R/run/gpunode-demo
+DEMO_SOCK=$DEMO_RUN/docker.sock
+DEMO_CKPT=$DEMO_STATE/checkpoint
+DEMO_IMAGE=gpunode-demo-busybox:1
+DEMO_CONTAINER=gpunode-demo-workload
+DEMO_HALT=$R/usr/local/libexec/gpunode/coolant-demo-halt
+DEMO_HALT_LOG=$LOGDIR/demo-halt.log
+DEMO_REPORT=$SIMDIR/demo-report.json
+# Checkpoints on SIGTERM (the second it takes stands for a real one), then exits 0.
+# shellcheck disable=SC2016 # expanded by the container's shell
+DEMO_WORKLOAD='echo "demo workload running; on SIGTERM it writes /ckpt/checkpoint"
+trap "echo SIGTERM: checkpointing; sleep 1; echo saved \$(date -u +%FT%TZ) >/ckpt/checkpoint; echo checkpoint written; exit 0" TERM
+while :; do sleep 1 & wait $!; done'
+# The Debian CLI matches the Debian engine; another docker on PATH may be newer.
+DOCKER=/usr/bin/docker
+[ -x "$DOCKER" ] || DOCKER=docker
 
 say() { printf 'quickstart: %s\n' "$*"; }
 die() { printf 'quickstart: %s\n' "$*" >&2; exit 1; }
@@ -46,11 +77,12 @@ live_pid() {
     echo "$pid"
 }
 
+# stop_bg NAME [PROGRAM] [SECONDS]: SIGTERM to what NAME.pid names, SIGKILL after SECONDS (10).
 stop_bg() {
-    local name=$1 pid
-    if pid=$(live_pid "$RUNDIR/$name.pid" "$name"); then
+    local name=$1 prog=${2:-$1} wait=${3:-10} pid
+    if pid=$(live_pid "$RUNDIR/$name.pid" "$prog"); then
         kill -TERM "$pid"
-        for _ in $(seq 100); do
+        for _ in $(seq $((wait * 10))); do
             kill -0 "$pid" 2>/dev/null || break
             sleep 0.1
         done
@@ -60,80 +92,473 @@ stop_bg() {
     rm -f "$RUNDIR/$name.pid"
 }
 
+# start_bg NAME COMMAND...: runs COMMAND in its own session, output to NAME.log; sets BG_PID.
 start_bg() {
     local name=$1
     shift
     mkdir -p "$LOGDIR" "$RUNDIR"
     setsid "$@" </dev/null >>"$LOGDIR/$name.log" 2>&1 &
-    echo $! >"$RUNDIR/$name.pid"
-    say "started $name (pid $!), log $LOGDIR/$name.log"
+    BG_PID=$!
+    echo "$BG_PID" >"$RUNDIR/$name.pid"
+    say "started $name (pid $BG_PID), log $LOGDIR/$name.log"
 }
 
-if [ "${1:-}" = "--stop" ]; then
+# ---- the demo's Docker Engine ----
+
+ddocker() { "$DOCKER" -H "unix://$DEMO_SOCK" "$@"; }
+engine_up() { curl -sf -o /dev/null --max-time 2 --unix-socket "$1" http://docker/_ping; }
+
+# Its own namespace in containerd too: if the host runs a containerd of its own, dockerd uses it.
+write_demo_engine_config() {
+    local ns=gpunode-demo
+    [ -z "$R" ] || ns=gpunode-demo-$(printf '%s' "$R" | md5sum | cut -c1-8)
+    mkdir -p "$DEMO_STATE" "$DEMO_CKPT"
+    cat >"$DEMO_STATE/daemon.json" <<EOF
+{
+  "data-root": "$DEMO_STATE/docker",
+  "exec-root": "$DEMO_RUN/exec",
+  "hosts": ["unix://$DEMO_SOCK"],
+  "pidfile": "$DEMO_RUN/docker.pid",
+  "containerd-namespace": "$ns",
+  "containerd-plugins-namespace": "$ns-plugins",
+  "storage-driver": "vfs",
+  "iptables": false,
+  "ip6tables": false,
+  "bridge": "none"
+}
+EOF
+}
+
+start_demo_engine() {
+    engine_up "$DEMO_SOCK" && return 0
+    write_demo_engine_config
     if use_systemd; then
-        systemctl stop coold.service coolsim.service 2>/dev/null || true
-        say "stopped coold.service and coolsim.service"
+        systemctl enable --quiet gpunode-demo-docker.service
+        systemctl restart gpunode-demo-docker.service
     else
-        stop_bg coold
-        stop_bg coolsim
-        stop_bg dockerd
+        stop_bg demo-dockerd dockerd 30
+        mkdir -p "$DEMO_RUN"
+        start_bg demo-dockerd dockerd --config-file="$DEMO_STATE/daemon.json"
     fi
-    exit 0
-fi
-[ $# -eq 0 ] || die "usage: $0 [--stop]"
-[ "$(id -u)" -eq 0 ] || die "run as root: it installs packages and programs and starts daemons"
+    for _ in $(seq 120); do
+        engine_up "$DEMO_SOCK" && return 0
+        sleep 0.5
+    done
+    die "the demo Docker Engine did not come up; see $(use_systemd &&
+        echo 'journalctl -u gpunode-demo-docker' || echo "$LOGDIR/demo-dockerd.log")"
+}
 
-# ---- 1. dependencies, build, install ----
-scripts/install-deps.sh
-if [ ! -f "$BUILD/build.ninja" ]; then
-    meson setup "$BUILD" --prefix=/usr/local >/dev/null
-fi
-say "building $BUILD/"
-ninja -C "$BUILD" >/dev/null || ninja -C "$BUILD"
-DESTDIR=$R meson install -C "$BUILD" --no-rebuild --quiet
-say "installed coold, coolctl, coolsim under $R/usr/local"
+# A one-layer image: busybox-static and a link for each of its applets.
+import_demo_image() {
+    ddocker image inspect "$DEMO_IMAGE" >/dev/null 2>&1 && return 0
+    local tmp applet
+    tmp=$(mktemp -d)
+    mkdir -p "$tmp/bin" "$tmp/ckpt" "$tmp/tmp"
+    chmod 1777 "$tmp/tmp"
+    cp /bin/busybox "$tmp/bin/busybox"
+    for applet in $(/bin/busybox --list); do
+        [ "$applet" = busybox ] || ln -s busybox "$tmp/bin/$applet"
+    done
+    tar -C "$tmp" -cf - . | ddocker import - "$DEMO_IMAGE" >/dev/null
+    rm -rf "$tmp"
+    say "imported $DEMO_IMAGE (busybox-static) into the demo Docker Engine"
+}
 
-# ---- 2. configuration ----
-mkdir -p "$ETC/hooks.d" "$LOGDIR"
-if [ -n "$R" ]; then
-    admin_group=root
-else
-    admin_group=coolant
-    getent group coolant >/dev/null || groupadd --system coolant
-fi
-if [ ! -f "$ETC/coold.conf" ]; then
+# (Re)creates the demo container; with "keep", one already running is left as it is.
+start_demo_workload() {
+    local running
+    running=$(ddocker inspect -f '{{.State.Running}}' "$DEMO_CONTAINER" 2>/dev/null || true)
+    [ "${1:-}" = keep ] && [ "$running" = true ] && return 0
+    ddocker rm -f "$DEMO_CONTAINER" >/dev/null 2>&1 || true
+    mkdir -p "$DEMO_CKPT"
+    ddocker run -d --name "$DEMO_CONTAINER" --network=none --restart=unless-stopped \
+        -v "$DEMO_CKPT:/ckpt" "$DEMO_IMAGE" /bin/sh -c "$DEMO_WORKLOAD" >/dev/null
+    for _ in $(seq 40); do
+        [ "$(ddocker inspect -f '{{.State.Running}}' "$DEMO_CONTAINER")" = true ] && return 0
+        sleep 0.25
+    done
+    die "the demo container did not start: $(ddocker logs "$DEMO_CONTAINER" 2>&1 | tail -n 5)"
+}
+
+# ---- configuration ----
+
+conf_get() { sed -n "s/^$1 *= *//p" "$ETC/coold.conf" | head -n 1; }
+
+# Whether coold.conf is the simulator demo's: acts on alarms, but with the demo halt script and
+# the demo engine. Prints what differs.
+demo_config_problems() {
+    [ "$(conf_get drill)" = no ] || echo "drill = $(conf_get drill) (the demo needs no)"
+    [ "$(conf_get docker_socket)" = "$DEMO_SOCK" ] ||
+        echo "docker_socket = $(conf_get docker_socket) (the demo needs $DEMO_SOCK)"
+    case "$(conf_get command)" in
+        "$DEMO_HALT"*) ;;
+        *) echo "command = $(conf_get command) (the demo needs $DEMO_HALT)" ;;
+    esac
+}
+
+write_config() {
+    local device drill command docker_socket halt_within admin_group
+    if [ -n "$R" ]; then
+        admin_group=root
+    else
+        admin_group=coolant
+        getent group coolant >/dev/null || groupadd --system coolant
+    fi
     if [ -n "${COOLD_DEVICE:-}" ]; then
-        device=$COOLD_DEVICE drill=no
+        device=$COOLD_DEVICE drill=no docker_socket=/run/docker.sock halt_within=60s
+        command="systemctl poweroff"
+        use_systemd || command=poweroff
     else
-        # Against the simulator, an alarm is rehearsed, never acted on: a simulated pump
-        # failure must not power this machine off.
-        device=$SIM_LINK drill=yes
+        device=$SIM_LINK drill=no docker_socket=$DEMO_SOCK halt_within=15s
+        command="$DEMO_HALT $DEMO_HALT_LOG"
     fi
+    local tmp
+    tmp=$(mktemp)
     sed -e "s|^device = .*|device = $device|" \
         -e "s|^listen = .*|listen = $METRICS|" \
         -e "s|^socket = .*|socket = $RUNDIR/coold.sock|" \
         -e "s|^admin_group = .*|admin_group = $admin_group|" \
         -e "s|^audit_log = .*|audit_log = $LOGDIR/audit.log|" \
         -e "s|^hooks_dir = .*|hooks_dir = $ETC/hooks.d|" \
+        -e "s|^command = .*|command = $command|" \
+        -e "s|^docker_socket = .*|docker_socket = $docker_socket|" \
+        -e "s|^halt_within = .*|halt_within = $halt_within|" \
         -e "s|^drill = .*|drill = $drill|" \
-        deploy/coold.conf.example >"$ETC/coold.conf"
-    use_systemd || sed -i "s|^command = .*|command = poweroff|" "$ETC/coold.conf"
-    say "wrote $ETC/coold.conf (device $device, drill = $drill)"
+        deploy/coold.conf.example >"$tmp"
+    {
+        head -n 2 "$tmp"
+        if [ -z "${COOLD_DEVICE:-}" ]; then
+            cat <<EOF
+;
+; Written by scripts/quickstart.sh for the simulator (coolsim). coold acts on its alarms for real,
+; but harmlessly: the shutdown command only logs that the host would power off now, and the
+; containers it stops are those of the demo's private Docker Engine. The simulated host "powers
+; off" in no time, hence the short halt_within. For a real controller: command = systemctl
+; poweroff, docker_socket = /run/docker.sock, halt_within = 60s (see coold.conf.example).
+EOF
+        fi
+        tail -n +3 "$tmp"
+    } >"$ETC/coold.conf"
+    rm -f "$tmp"
+    say "wrote $ETC/coold.conf (device $device, drill = $drill, command '$command')"
+}
+
+# ---- running coold and coolsim ----
+
+coolctl() { "$BIN/coolctl" --socket "$(conf_get socket)" "$@"; }
+
+# Waits up to 20 s until coold answers with the controller link up (coolctl status exit 0).
+wait_for_coold() {
+    for _ in $(seq 100); do
+        coolctl status >/dev/null 2>&1 && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
+start_coolsim_bg() {
+    mkdir -p "$SIMDIR" "$SIMSTATE"
+    start_bg coolsim "$BIN/coolsim" --scenario "$1" --link "$SIM_LINK" \
+        --eeprom "$SIMSTATE/eeprom" --report "$SIMDIR/report.json"
+}
+
+stop_stack() {
+    if use_systemd; then
+        systemctl stop coold.service coolsim.service
+    else
+        stop_bg coold
+        stop_bg coolsim
+    fi
+}
+
+# ---- stop ----
+
+quickstart_stop() {
+    if use_systemd; then
+        systemctl stop coold.service coolsim.service gpunode-demo-docker.service 2>/dev/null ||
+            true
+        say "stopped coold.service, coolsim.service and gpunode-demo-docker.service"
+    else
+        stop_bg coold
+        stop_bg coolsim
+        # dockerd stops the demo container first (it checkpoints), then itself.
+        stop_bg demo-dockerd dockerd 30
+        stop_bg dockerd dockerd 30
+    fi
+}
+
+# ---- the pump-failure demo ----
+
+# The live view: every second, one line from `coolctl --json status`, until coolsim (pid argv[2])
+# has ended. argv[1] is coolsim's start (epoch seconds), argv[3:] the coolctl command.
+VIEW_PY='
+import json, os, subprocess, sys, time
+start, pid, ctl = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+def alive():
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+def line(t):
+    out = subprocess.run(ctl + ["--json", "status"], capture_output=True, text=True).stdout
+    try:
+        s = json.loads(out)
+    except ValueError:
+        return f"{t:4d}s  coold not answering"
+    tel = s.get("telemetry") or {}
+    link = s["controller"]["link"]
+    pumps = "/".join(str(p["rpm"]) for p in tel.get("pumps", [])) or "-"
+    pumps += " rpm"
+    level = tel.get("level", "-")
+    if tel.get("reason", "none") != "none":
+        level += "/" + tel["reason"]
+    cut = tel.get("cut_in_seconds")
+    cut = "-" if cut is None else "%.0f s" % cut
+    if tel.get("halt"):
+        cut += " (HALT)"
+    safety, stage = s["safety"]["state"], s["shutdown"]["stage"]
+    return (f"{t:4d}s  link {link:<6} pumps {pumps:<14} {level:<25} cut in {cut:<11}"
+            f" safety {safety:<13} shutdown {stage}")
+t = max(0, int(time.time() - start))
+try:
+    while alive():
+        print(line(t), flush=True)
+        t += 1
+        while alive() and time.time() < start + t:
+            time.sleep(0.05)
+except (KeyboardInterrupt, BrokenPipeError):
+    sys.exit(130)
+'
+
+# Prints coolsim's verdict from its report and exit status; returns 0 when it was clean.
+VERDICT_PY='
+import json, sys
+path, rc = sys.argv[1], int(sys.argv[2])
+try:
+    with open(path) as f:
+        r = json.load(f)
+except (OSError, ValueError) as e:
+    print(f"FAIL  coolsim: no report ({e}), exit {rc}")
+    sys.exit(1)
+cut, halt, end = r.get("cut_at_s"), r.get("halt_at_s"), r.get("end")
+if r["power_cut"] and r["orderly"] and rc == 0:
+    print(f"ok    coolsim: power cut at {cut:.1f} s, orderly: the host had said HALT (at {halt:.1f} s);"
+          f" exit {rc}")
+    sys.exit(0)
+if r["power_cut"] and not r["orderly"]:
+    print(f"FAIL  coolsim: power cut at {cut:.1f} s under a host that never said HALT; exit {rc}")
+elif not r["power_cut"]:
+    print(f"FAIL  coolsim: ended ({end}) without a power cut; exit {rc}")
+else:
+    print(f"FAIL  coolsim: exit {rc}")
+sys.exit(1)
+'
+
+DEMO_SIM_PID=
+
+count_lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
+
+# Puts the stack back as quickstart leaves it: coolsim `normal`, a fresh coold (the simulated host
+# came back after its power cut), the demo container running again.
+demo_restore() {
+    if [ -n "$DEMO_SIM_PID" ] && kill -0 "$DEMO_SIM_PID" 2>/dev/null; then
+        kill -TERM "$DEMO_SIM_PID"
+        wait "$DEMO_SIM_PID" 2>/dev/null || true
+    fi
+    DEMO_SIM_PID=
+    if use_systemd; then
+        systemctl start coolsim.service
+        systemctl restart coold.service
+    else
+        stop_bg coold >/dev/null
+        rm -f "$RUNDIR/coolsim.pid"
+        start_coolsim_bg "$SCENARIO" >/dev/null
+        start_bg coold "$SBIN/coold" --config "$ETC/coold.conf" >/dev/null
+    fi
+    start_demo_workload
+    wait_for_coold || say "coold is not answering yet; see its log"
+}
+
+demo_interrupted() {
+    trap - INT TERM
+    echo
+    say "interrupted: putting the normal simulator back"
+    demo_restore
+    exit 130
+}
+
+demo_preflight() {
+    [ -z "${COOLD_DEVICE:-}" ] ||
+        die "COOLD_DEVICE is set: the demo plays a pump failure on the simulator only, never on a real controller"
+    [ "$(id -u)" -eq 0 ] || die "run as root: the demo restarts coold and coolsim"
+    if [ ! -x "$SBIN/coold" ] || [ ! -f "$ETC/coold.conf" ]; then
+        die "nothing installed yet: run ${R:+QUICKSTART_ROOT=$R }$0 first"
+    fi
+    [ "$(conf_get device)" = "$SIM_LINK" ] ||
+        die "$ETC/coold.conf names a real controller ($(conf_get device)): the demo only drives the simulator"
+    local problems
+    problems=$(demo_config_problems)
+    [ -z "$problems" ] || die "$ETC/coold.conf is not set up for the demo:
+$(sed 's/^/  /' <<<"$problems")
+A pump failure would then not end in a clean stop. Move the file away and run
+${R:+QUICKSTART_ROOT=$R }$0 again to have it written for the simulator."
+}
+
+demo_start_sim() {
+    mkdir -p "$SIMDIR" "$SIMSTATE" "$LOGDIR"
+    rm -f "$DEMO_REPORT"
+    # A safety net only: the scenario ends with the power cut well before --duration.
+    setsid "$BIN/coolsim" --scenario pump-failure --link "$SIM_LINK" --duration 240 \
+        --eeprom "$SIMSTATE/eeprom" --report "$DEMO_REPORT" \
+        </dev/null >>"$LOGDIR/coolsim-demo.log" 2>&1 &
+    DEMO_SIM_PID=$!
+    use_systemd || { mkdir -p "$RUNDIR" && echo "$DEMO_SIM_PID" >"$RUNDIR/coolsim.pid"; }
+    for _ in $(seq 50); do
+        [ -e "$SIM_LINK" ] && return 0
+        sleep 0.1
+    done
+    die "coolsim did not start; see $LOGDIR/coolsim-demo.log"
+}
+
+# Prints the outcome; returns 0 when the stop was clean.
+demo_outcome() {
+    local rc=$1 bad=0 state runs
+    echo
+    echo "coold's events (coolctl events):"
+    coolctl events 2>&1 | sed 's/^/  /'
+    echo
+    echo "Outcome:"
+    if [ -s "$DEMO_CKPT/checkpoint" ]; then
+        echo "ok    checkpoint written by the container on SIGTERM: $DEMO_CKPT/checkpoint ($(cat "$DEMO_CKPT/checkpoint"))"
+    else
+        echo "FAIL  no checkpoint in $DEMO_CKPT"
+        bad=1
+    fi
+    state=$(ddocker inspect -f '{{.State.Running}} {{.State.ExitCode}}' "$DEMO_CONTAINER" 2>&1 || true)
+    if [ "$state" = "false 0" ]; then
+        echo "ok    demo container $DEMO_CONTAINER stopped by coold (exit 0, after its checkpoint)"
+    else
+        echo "FAIL  demo container $DEMO_CONTAINER: running/exit code '$state'"
+        bad=1
+    fi
+    runs=$(($(count_lines "$DEMO_HALT_LOG") - DEMO_HALT_BEFORE))
+    if [ "$runs" -eq 1 ]; then
+        echo "ok    shutdown command ran once: $(tail -n 1 "$DEMO_HALT_LOG")"
+    else
+        echo "FAIL  shutdown command ran $runs times (log $DEMO_HALT_LOG)"
+        bad=1
+    fi
+    "$PYTHON" -c "$VERDICT_PY" "$DEMO_REPORT" "$rc" || bad=1
+    echo
+    if [ $bad -eq 0 ]; then
+        echo "Clean stop: the workload checkpointed and stopped, coold told the controller HALT and"
+        echo "ran its shutdown command once, and power was cut only after HALT."
+    else
+        echo "NOT a clean stop; logs: ${LOGDIR}/ (coold.log, coolsim-demo.log)"
+    fi
+    return $bad
+}
+
+quickstart_demo() {
+    demo_preflight
+    start_demo_engine
+    import_demo_image
+    say "pump-failure demo: restarting coold and the demo container, coolsim plays pump-failure"
+    stop_stack >/dev/null
+    rm -f "$DEMO_CKPT/checkpoint"
+    DEMO_HALT_BEFORE=$(count_lines "$DEMO_HALT_LOG")
+    start_demo_workload
+    trap demo_interrupted INT TERM
+    local start rc=0 clean=0
+    start=$(date +%s.%N)
+    demo_start_sim
+    if use_systemd; then
+        systemctl start coold.service
+    else
+        start_bg coold "$SBIN/coold" --config "$ETC/coold.conf" >/dev/null
+    fi
+    wait_for_coold || say "coold is not answering yet; see its log"
+    cat <<EOF
+
+The last pump stops 5 s in. The controller raises a precritical alarm and will cut the power
+30 s later. coold stops the demo container (it checkpoints), tells the controller HALT (host off
+within $(conf_get halt_within)) and runs its shutdown command, which here powers nothing off.
+Then the simulated controller cuts the power, as it would a real host's.
+
+EOF
+    # In the background so that a signal interrupts the wait at once (demo_interrupted); the view
+    # ends by itself when coolsim does.
+    "$PYTHON" -c "$VIEW_PY" "$start" "$DEMO_SIM_PID" "$BIN/coolctl" --socket "$(conf_get socket)" &
+    wait $! || true
+    wait "$DEMO_SIM_PID" || rc=$?
+    DEMO_SIM_PID=
+    echo "coolsim ended: $(grep -E '^(power cut|no power cut)' "$LOGDIR/coolsim-demo.log" |
+        tail -n 1)"
+    demo_outcome "$rc" || clean=1
+    trap - INT TERM
+    echo
+    say "the simulated host is back: the normal simulator, a fresh coold and the demo container run again"
+    demo_restore
+    return $clean
+}
+
+# ---- main ----
+
+case "${1:-}" in
+    --stop)
+        quickstart_stop
+        exit 0
+        ;;
+    demo)
+        quickstart_demo
+        exit
+        ;;
+    "") ;;
+    *) die "usage: $0 [demo | --stop]" ;;
+esac
+[ "$(id -u)" -eq 0 ] || die "run as root: it installs packages and programs and starts daemons"
+
+# ---- 1. dependencies, build, install ----
+[ -n "${QUICKSTART_SKIP_DEPS:-}" ] || scripts/install-deps.sh
+if [ ! -f "$BUILD/build.ninja" ]; then
+    meson setup "$BUILD" --prefix=/usr/local >/dev/null
 fi
-device=$(sed -n 's/^device *= *//p' "$ETC/coold.conf" | head -n 1)
+prefix=$(meson introspect "$BUILD" --buildoptions |
+    "$PYTHON" -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+[ "$prefix" = /usr/local ] || die "$BUILD/ has prefix $prefix; quickstart installs to /usr/local"
+say "building $BUILD/"
+ninja -C "$BUILD" >/dev/null || ninja -C "$BUILD"
+DESTDIR=$R meson install -C "$BUILD" --no-rebuild --quiet
+install -D -m 0755 deploy/coolant-demo-halt "$DEMO_HALT"
+say "installed coold, coolctl, coolsim, coolant-demo-halt under $R/usr/local"
+
+# ---- 2. configuration ----
+mkdir -p "$ETC/hooks.d" "$LOGDIR"
+[ -f "$ETC/coold.conf" ] || write_config
 simulated=no
-[ "$device" = "$SIM_LINK" ] && simulated=yes
-socket=$(sed -n 's/^socket *= *//p' "$ETC/coold.conf" | head -n 1)
-listen=$(sed -n 's/^listen *= *//p' "$ETC/coold.conf" | head -n 1)
+[ "$(conf_get device)" = "$SIM_LINK" ] && simulated=yes
+socket=$(conf_get socket)
+listen=$(conf_get listen)
 
 # ---- 3. start ----
+if [ $simulated = yes ]; then
+    if use_systemd; then
+        install -m 0644 deploy/systemd/gpunode-demo-docker.service /etc/systemd/system/
+        systemctl daemon-reload
+    fi
+    start_demo_engine
+    import_demo_image
+    start_demo_workload keep
+    say "demo Docker Engine on $DEMO_SOCK, container $DEMO_CONTAINER running"
+fi
 if use_systemd; then
     install -m 0644 deploy/systemd/coold.service deploy/systemd/coolsim.service /etc/systemd/system/
     if [ "$SCENARIO" != normal ] || [ ! -f /etc/default/coolsim ]; then
         echo "COOLSIM_SCENARIO=$SCENARIO" >/etc/default/coolsim
     fi
     systemctl daemon-reload
-    if systemctl list-unit-files docker.service >/dev/null 2>&1 &&
+    if [ $simulated = no ] && systemctl list-unit-files docker.service >/dev/null 2>&1 &&
         ! systemctl is-active --quiet docker.service; then
         systemctl start docker.service || say "docker.service did not start: no containers to stop"
     fi
@@ -143,46 +568,36 @@ if use_systemd; then
     fi
     systemctl enable --quiet coold.service
     systemctl restart coold.service
-    say "started with systemd: coold.service$([ $simulated = no ] || echo ' and coolsim.service')"
+    say "started with systemd: coold.service$([ $simulated = no ] || echo ', coolsim.service, gpunode-demo-docker.service')"
 else
-    if [ -z "$R" ] && ! pgrep -x dockerd >/dev/null; then
+    if [ -z "$R" ] && [ $simulated = no ] && ! engine_up /run/docker.sock; then
         start_bg dockerd dockerd
         # A host without iptables or bridges (a container, a minimal VM) needs the plain setup.
-        if ! timeout 20 sh -c \
-            'until docker -H unix:///run/docker.sock info >/dev/null 2>&1; do sleep 0.5; done'; then
-            stop_bg dockerd
+        if ! timeout 20 sh -c 'until curl -sf -o /dev/null --unix-socket /run/docker.sock \
+                http://docker/_ping; do sleep 0.5; done'; then
+            stop_bg dockerd dockerd 30
             say "dockerd did not come up with defaults; trying without iptables and bridge"
             start_bg dockerd dockerd --iptables=false --ip6tables=false --bridge=none
         fi
     fi
     stop_bg coold
     stop_bg coolsim
-    if [ $simulated = yes ]; then
-        mkdir -p "$SIMDIR" "$SIMSTATE"
-        start_bg coolsim "$BIN/coolsim" --scenario "$SCENARIO" --link "$SIM_LINK" \
-            --eeprom "$SIMSTATE/eeprom" --report "$SIMDIR/report.json"
-    fi
+    [ $simulated = no ] || start_coolsim_bg "$SCENARIO"
     start_bg coold "$SBIN/coold" --config "$ETC/coold.conf"
 fi
 
 # ---- 4. wait, then tell how to look ----
-for _ in $(seq 100); do
-    [ -S "$socket" ] && "$BIN/coolctl" --socket "$socket" status >/dev/null 2>&1 && break
-    sleep 0.2
-done
-"$BIN/coolctl" --socket "$socket" status || say "coold is not answering yet; see its log"
+wait_for_coold || true
+coolctl status || say "coold is not answering yet; see its log"
 
 ctl="coolctl"
 [ "$socket" = /run/coold/coold.sock ] || ctl="coolctl --socket $socket"
 [ -z "$R" ] || ctl="$BIN/$ctl"
+rerun="${R:+QUICKSTART_ROOT=$R }$0"
 if use_systemd; then
     logs="journalctl -u coold -u coolsim -f"
-    rehearse="echo COOLSIM_SCENARIO=pump-failure > /etc/default/coolsim; systemctl restart coolsim"
-    back="echo COOLSIM_SCENARIO=normal > /etc/default/coolsim; systemctl restart coolsim"
 else
     logs="tail -f $LOGDIR/coold.log $LOGDIR/coolsim.log"
-    rehearse="COOLSIM_SCENARIO=pump-failure ${R:+QUICKSTART_ROOT=$R }$0"
-    back="${R:+QUICKSTART_ROOT=$R }$0"
 fi
 cat <<EOF
 
@@ -192,21 +607,31 @@ Running. Look at it:
   curl -s http://$listen/metrics | grep ^coold_
   $logs
 
-Try the emergency stop safely. Drill mode runs every stage but stops no container, sends no
-HALT and runs no shutdown command:
-  $ctl drill         # one rehearsal of the whole staged shutdown, now
+Rehearse the emergency stop: every stage runs, but no container is stopped, no HALT is sent
+and no shutdown command runs:
+  $ctl drill
 EOF
 if [ $simulated = yes ]; then
-    cat <<EOF
-The simulator can play a pump failure; coold.conf has drill = yes, so the alarm is rehearsed
-while '$ctl status' counts down to the simulated power cut:
-  $rehearse
-and back to normal:
-  $back
+    problems=$(demo_config_problems)
+    if [ -z "$problems" ]; then
+        cat <<EOF
+
+Watch a simulated pump failure end in a clean stop: coold stops the demo container (it
+checkpoints), tells the controller HALT and runs its shutdown command, which on the simulator only
+logs "simulated host: coold would power off now" (in $DEMO_HALT_LOG); about 30 s:
+  $rerun demo
 EOF
+    else
+        cat <<EOF
+$ETC/coold.conf was not written for the simulator demo:
+$(sed 's/^/  /' <<<"$problems")
+Move it away and run $rerun again to get one, then '$rerun demo'.
+EOF
+    fi
 else
     cat <<EOF
-A real controller is configured: rehearse with '$ctl drill' only ('coold --drill', or
-drill = yes in $ETC/coold.conf, makes every alarm a rehearsal).
+A real controller is configured: a pump failure stops this host's containers and runs
+'$(conf_get command)'. To make every alarm a rehearsal, set drill = yes in
+$ETC/coold.conf (or run coold --drill). 'quickstart.sh demo' needs the simulator.
 EOF
 fi

@@ -205,6 +205,8 @@ static bool is_method(const struct http_request *req, const char *m)
 static int audit(struct daemon *d, const struct http_request *req, json_t *body, unsigned status,
                  const char *outcome)
 {
+    if (!daemon_audit(d))
+        return -EBADF; /* the log could not be opened at start; already reported then */
     int r = audit_record(daemon_audit(d), req->peer.uid, req->peer.gid, req->peer.pid, req->method,
                          req->path, body, status, outcome);
     if (r < 0)

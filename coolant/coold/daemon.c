@@ -123,9 +123,13 @@ static int setup_shutdown(struct daemon *d, struct errmsg *e)
 
 static int setup_servers(struct daemon *d, struct errmsg *e)
 {
+    /* Watching the coolant matters more than auditing: without a writable audit log coold
+     * still runs, and refuses every change (api.c) until it is restarted with one. */
     int r = ensure_parent_dir(d->cfg.audit_log, 0750, e);
-    if (r < 0 || (r = audit_open(d->cfg.audit_log, &d->audit, e)) < 0)
-        return r;
+    if (r >= 0)
+        r = audit_open(d->cfg.audit_log, &d->audit, e);
+    if (r < 0)
+        log_error("%s; settings changes and drills are refused", e->text);
     if ((r = ensure_parent_dir(d->cfg.control_socket, 0755, e)) < 0)
         return r;
     /* Mode 0666: every local user may connect; what each may do is decided by its uid. */

@@ -80,3 +80,17 @@ def test_full_disk_under_the_audit_log_refuses_writes(workdir, tiny_fs, coolsim,
     assert daemon.settings()["limit.warning"] == "41.00"
     records = [json.loads(line) for line in (tiny_fs / "audit.log").read_text().splitlines()]
     assert [rec["outcome"] for rec in records][-2:] == ["requested", "applied"], records
+
+
+def test_unwritable_audit_log_keeps_watching_but_refuses_changes(workdir, coolsim, coold):
+    """Watching the coolant matters more than auditing: coold starts without its audit log, keeps
+    its telemetry and safety logic, and refuses every change it could not record."""
+    sim = coolsim("normal")
+    daemon = coold(sim.link, overrides={"control.audit_log": "/proc/no-such-dir/audit.log"})
+    daemon.wait_up()
+    assert "refused" in daemon.proc.log()
+    r = daemon.put("/v1/settings", {"settings": {"limit.warning": "41"}})
+    assert r.status == 503, r
+    assert daemon.settings()["limit.warning"] == "45.00"
+    assert daemon.post("/v1/drill").status == 503
+    assert sysutil.metric(daemon.metrics(), "coold_controller_up") == 1
