@@ -307,19 +307,20 @@ def line(t):
     except ValueError:
         return f"{t:4d}s  coold not answering"
     tel = s.get("telemetry") or {}
-    link = s["controller"]["link"]
-    pumps = "/".join(str(p["rpm"]) for p in tel.get("pumps", [])) or "-"
-    pumps += " rpm"
+    pumps = "/".join(str(p["rpm"]) for p in tel.get("pumps", [])) + " rpm"
     level = tel.get("level", "-")
     if tel.get("reason", "none") != "none":
         level += "/" + tel["reason"]
     cut = tel.get("cut_in_seconds")
-    cut = "-" if cut is None else "%.0f s" % cut
+    cut = "-" if cut is None else "in %.0f s" % cut
     if tel.get("halt"):
-        cut += " (HALT)"
+        cut += ", HALT"
+    link = s["controller"]["link"]
+    link = "" if link == "up" else f"  (link {link})"
     safety, stage = s["safety"]["state"], s["shutdown"]["stage"]
-    return (f"{t:4d}s  link {link:<6} pumps {pumps:<14} {level:<25} cut in {cut:<11}"
-            f" safety {safety:<13} shutdown {stage}")
+    return f"{t:4d}s  {pumps:<15} {level:<25} {cut:<14} {safety:<14} {stage}{link}"
+print("%5s  %-15s %-25s %-14s %-14s %s" % ("time", "pumps", "controller level", "power cut",
+                                           "coold safety", "shutdown stage"), flush=True)
 t = max(0, int(time.time() - start))
 try:
     while alive():
@@ -343,8 +344,8 @@ except (OSError, ValueError) as e:
     sys.exit(1)
 cut, halt, end = r.get("cut_at_s"), r.get("halt_at_s"), r.get("end")
 if r["power_cut"] and r["orderly"] and rc == 0:
-    print(f"ok    coolsim: power cut at {cut:.1f} s, orderly: the host had said HALT (at {halt:.1f} s);"
-          f" exit {rc}")
+    print(f"ok    coolsim: power cut orderly: the host had said HALT (HALT at {halt:.1f} s,"
+          f" cut at {cut:.1f} s); exit {rc}")
     sys.exit(0)
 if r["power_cut"] and not r["orderly"]:
     print(f"FAIL  coolsim: power cut at {cut:.1f} s under a host that never said HALT; exit {rc}")
@@ -535,7 +536,11 @@ say "installed coold, coolctl, coolsim, coolant-demo-halt under $R/usr/local"
 
 # ---- 2. configuration ----
 mkdir -p "$ETC/hooks.d" "$LOGDIR"
-[ -f "$ETC/coold.conf" ] || write_config
+if [ ! -f "$ETC/coold.conf" ]; then
+    write_config
+elif [ -n "${COOLD_DEVICE:-}" ] && [ "$(conf_get device)" != "$COOLD_DEVICE" ]; then
+    say "note: keeping $ETC/coold.conf, which names $(conf_get device); COOLD_DEVICE only goes into a new one (move the file away first)"
+fi
 simulated=no
 [ "$(conf_get device)" = "$SIM_LINK" ] && simulated=yes
 socket=$(conf_get socket)

@@ -1,0 +1,209 @@
+"""scripts/quickstart.sh end to end, as the README tells a new user to run it, in QUICKSTART_ROOT
+mode (everything under a temp dir, no systemd): start the stack, start it again, watch the
+simulated pump failure end in a clean stop (`quickstart.sh demo`), stop everything."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+import sysutil
+
+QUICKSTART = sysutil.REPO / "scripts" / "quickstart.sh"
+HALT_LINE = "simulated host: coold would power off now"
+
+
+def _procs_under(root):
+    """Pids of processes whose command line names a path under root: what the quickstart started
+    there (daemons, coolsim, the demo engine's containerd and shims)."""
+    needle = str(root).encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if needle in f.read():
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+class Quickstart:
+    """One QUICKSTART_ROOT tree with its own metrics port; runs the script against the build dir
+    under test."""
+
+    def __init__(self, root):
+        self.root = root
+        self.env = {
+            "QUICKSTART_ROOT": str(root),
+            "QUICKSTART_BUILD": str(sysutil.build_dir()),
+            "QUICKSTART_SKIP_DEPS": "1",
+            "COOLD_METRICS_LISTEN": f"127.0.0.1:{sysutil.free_port()}",
+        }
+        self.socket = root / "run/coold/coold.sock"
+        self.demo_socket = root / "run/gpunode-demo/docker.sock"
+        self.conf = root / "etc/coold/coold.conf"
+
+    def run(self, *args, timeout=90, env=None):
+        """Runs quickstart.sh in a process group of its own, killed whole on a timeout, so
+        nothing it started in the foreground outlives a failed test."""
+        full_env = {k: v for k, v in os.environ.items() if k != "COOLD_DEVICE"}
+        full_env.update(self.env)
+        full_env.update(env or {})
+        p = subprocess.Popen([str(QUICKSTART), *args], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=full_env, cwd=sysutil.REPO, start_new_session=True)
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, _ = p.communicate()
+            raise AssertionError(f"quickstart.sh {' '.join(args)} still running after "
+                                 f"{timeout}s:\n{out}") from None
+        return p.returncode, out
+
+    def status(self):
+        r = sysutil.api(self.socket, "GET", "/v1/status", timeout=5)
+        assert r.status == 200, r
+        return r.json()
+
+    def container(self):
+        r = sysutil.api(self.demo_socket, "GET", "/containers/gpunode-demo-workload/json",
+                        timeout=10)
+        assert r.status == 200, r
+        return r.json()
+
+    def conf_value(self, key):
+        for line in self.conf.read_text().splitlines():
+            k, sep, v = line.partition("=")
+            if sep and k.strip() == key:
+                return v.strip()
+        return None
+
+    def logs(self):
+        out = []
+        for log in sorted((self.root / "var/log/coold").glob("*.log")):
+            out.append(f"--- {log.name} ---\n" + "\n".join(log.read_text(errors="replace")
+                                                          .splitlines()[-30:]))
+        return "\n".join(out)
+
+
+@pytest.fixture
+def quickstart(request):
+    root = sysutil.short_tmpdir("gn-qs-")
+    qs = Quickstart(root)
+    yield qs
+    failed = getattr(request.node, "rep_call", None) is None or request.node.rep_call.failed
+    if failed:
+        print(qs.logs())
+    # --stop is what a user has; whatever it missed is stopped here by pid, so a failed run
+    # leaves nothing behind either.
+    try:
+        qs.run("--stop", timeout=90)
+    except AssertionError as exc:
+        print(exc)
+    for pid in _procs_under(root):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    time.sleep(0.5)
+    sysutil._unmount_below(root)
+    if not os.environ.get("GPUNODE_KEEP_TMP"):
+        subprocess.run(["rm", "-rf", "--one-file-system", str(root)], capture_output=True)
+
+
+def test_quickstart_demo_ends_in_a_clean_stop(quickstart):
+    qs = quickstart
+    rc, out = qs.run(timeout=120)
+    assert rc == 0, out
+    # Simulator mode acts on alarms, harmlessly: demo halt script, demo Docker Engine.
+    assert qs.conf_value("drill") == "no"
+    assert qs.conf_value("command").startswith(
+        str(qs.root / "usr/local/libexec/gpunode/coolant-demo-halt")), qs.conf_value("command")
+    assert qs.conf_value("docker_socket") == str(qs.demo_socket)
+    assert qs.status()["controller"]["link"] == "up"
+    first = qs.container()
+    assert first["State"]["Running"], first["State"]
+    assert f"QUICKSTART_ROOT={qs.root} {QUICKSTART} demo" in out, out
+
+    # Idempotent: a second run keeps the configuration and the running demo container.
+    conf = qs.conf.read_text()
+    rc, out = qs.run(timeout=90)
+    assert rc == 0, out
+    assert qs.conf.read_text() == conf
+    assert qs.container()["Id"] == first["Id"]
+
+    rc, out = qs.run("demo", timeout=90)
+    assert rc == 0, out
+    assert "Clean stop" in out, out
+    assert "shutting-down" in out, "the live view never showed the shutdown:\n" + out
+    assert "power cut orderly: the host had said HALT" in out, out
+    # The container was stopped (and had checkpointed) before the shutdown command ran.
+    assert (out.index("shutdown stage containers ok: stopped 1")
+            < out.index("shutdown stage wait ok: all 1 stopped")
+            < out.index("shutdown stage command ok")), out
+
+    ckpt = qs.root / "var/lib/gpunode-demo/checkpoint/checkpoint"
+    assert ckpt.read_text().startswith("saved"), ckpt.read_text()
+    halts = (qs.root / "var/log/coold/demo-halt.log").read_text().splitlines()
+    assert len(halts) == 1 and HALT_LINE in halts[0], halts
+    report = json.loads((qs.root / "run/coolsim/demo-report.json").read_text())
+    assert report["scenario"] == "pump-failure", report
+    assert report["power_cut"] and report["orderly"] and report["halt_received"], report
+    assert report["exit_status"] == 0, report
+    assert report["requests"]["HALT"] >= 1, report
+
+    # Afterwards the stack runs on: normal simulator, a fresh coold, the workload again.
+    status = qs.status()
+    assert status["controller"]["link"] == "up", status["controller"]
+    assert status["safety"]["state"] == "normal", status["safety"]
+    assert status["shutdown"]["stage"] == "idle", status["shutdown"]
+    assert status["telemetry"]["level"] == "normal", status["telemetry"]
+    again = qs.container()
+    assert again["State"]["Running"] and again["Id"] != first["Id"], again["State"]
+
+    rc, out = qs.run("--stop", timeout=90)
+    assert rc == 0, out
+    sysutil.wait_for(lambda: not _procs_under(qs.root), 15, "everything quickstart started to end")
+    assert not _can_connect(qs.socket), "coold still answers after --stop"
+
+
+def _can_connect(path):
+    try:
+        sysutil.api(path, "GET", "/v1/status", timeout=2)
+        return True
+    except OSError:
+        return False
+
+
+def test_demo_refuses_a_real_controller_and_an_unsafe_config(quickstart):
+    qs = quickstart
+    rc, out = qs.run("demo", env={"COOLD_DEVICE": "/dev/ttyACM0"}, timeout=30)
+    assert rc != 0 and "simulator only" in out, out
+
+    # An installed tree whose coold.conf would rehearse (or really act) instead of the demo's
+    # harmless stop: the demo refuses before it touches anything.
+    sbin = qs.root / "usr/local/sbin"
+    sbin.mkdir(parents=True)
+    (sbin / "coold").write_text("#!/bin/sh\nexit 1\n")
+    (sbin / "coold").chmod(0o755)
+    qs.conf.parent.mkdir(parents=True)
+    qs.conf.write_text(
+        f"[controller]\ndevice = {qs.root}/run/coolsim/ttyCOOL0\n"
+        f"[control]\nsocket = {qs.socket}\n"
+        "[shutdown]\ncommand = systemctl poweroff\ndocker_socket = /run/docker.sock\n"
+        "drill = yes\n")
+    rc, out = qs.run("demo", timeout=30)
+    assert rc != 0, out
+    assert "not set up for the demo" in out, out
+    for problem in ("drill = yes", "docker_socket = /run/docker.sock",
+                    "command = systemctl poweroff"):
+        assert problem in out, out
+    assert not (qs.root / "run/coolsim").exists(), "the demo started coolsim anyway"
+    assert not qs.demo_socket.exists(), "the demo started its engine anyway"
