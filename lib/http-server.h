@@ -8,7 +8,14 @@
  *
  * Limits: request bodies over HTTP_SERVER_MAX_BODY get 413 without calling the handler; at most
  * HTTP_SERVER_MAX_CONNECTIONS connections at once; idle connections close after
- * HTTP_SERVER_TIMEOUT_S seconds. */
+ * HTTP_SERVER_TIMEOUT_S seconds (HTTP_SERVER_UNIX_TIMEOUT_S on a Unix socket).
+ *
+ * A Unix-socket server is open to every local user, so one user must not be able to take all
+ * connections (a slowloris that trickles a header byte before each timeout would otherwise lock
+ * root out of its own daemon). There, connections are counted by the peer's uid as soon as they
+ * are accepted: one non-root uid may hold HTTP_SERVER_MAX_PER_UID at once, all non-root uids
+ * together HTTP_SERVER_MAX_UNPRIVILEGED, and a connection beyond either is shut down before any
+ * byte of it is read. uid 0 is not counted, so the remaining slots always stay free for root. */
 #pragma once
 
 #include <jansson.h>
@@ -20,10 +27,16 @@
 #include "errmsg.h"
 #include "macro.h"
 
-#define HTTP_SERVER_MAX_BODY        (64u * 1024u)
-#define HTTP_SERVER_MAX_CONNECTIONS 64u
-#define HTTP_SERVER_TIMEOUT_S       30u
-#define HTTP_REPLY_MAX_HEADERS      8u
+#define HTTP_SERVER_MAX_BODY         (64u * 1024u)
+#define HTTP_SERVER_MAX_CONNECTIONS  64u
+#define HTTP_SERVER_TIMEOUT_S        30u
+#define HTTP_SERVER_UNIX_TIMEOUT_S   10u /* local clients send a request at once */
+#define HTTP_SERVER_MAX_PER_UID      8u  /* Unix socket: connections of one non-root uid */
+#define HTTP_SERVER_MAX_UNPRIVILEGED 48u /* Unix socket: connections of all non-root uids */
+#define HTTP_REPLY_MAX_HEADERS       8u
+
+_Static_assert(HTTP_SERVER_MAX_UNPRIVILEGED < HTTP_SERVER_MAX_CONNECTIONS,
+               "root needs connection slots that other users cannot take");
 
 /* Who is on the other end. Unix socket: from SO_PEERCRED. TCP: is_unix false, uid and gid are
  * (uid_t)-1 / (gid_t)-1, pid 0, and addr holds the remote address ("127.0.0.1", "::1"). */

@@ -219,17 +219,18 @@ static void handle_write(struct daemon *d, const struct http_request *req, struc
 {
     json_error_t jerr;
     bool is_drill = strcmp(req->path, "/v1/drill") == 0;
-    json_t *body =
-        is_drill ? NULL : json_loadb(req->body ? req->body : "", req->body_len, 0, &jerr);
+    /* Refused before the body is even parsed; the record of a refusal leaves the body out, so
+     * anyone may knock but nobody can fill the log with what they send. */
     if (!daemon_may_write(d, req->peer.uid, req->peer.gid)) {
         const char *group = daemon_admin_group(d);
         http_reply_error(reply, 403, "uid %u may not change the controller; %s%s%s",
                          (unsigned)req->peer.uid, group ? "members of group '" : "only root may",
                          group ? group : "", group ? "' and root may" : "");
-        audit(d, req, body, reply->status, "denied");
-        json_decref(body);
+        audit(d, req, NULL, reply->status, "denied");
         return;
     }
+    json_t *body =
+        is_drill ? NULL : json_loadb(req->body ? req->body : "", req->body_len, 0, &jerr);
     /* Fail closed: a change that cannot be recorded (full disk, log removed) is not made. */
     if (audit(d, req, body, 0, "requested") < 0) {
         http_reply_error(reply, 503, "the audit log cannot be written; nothing was changed");

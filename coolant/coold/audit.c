@@ -1,6 +1,8 @@
 #include "audit.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +11,16 @@
 
 #include "macro.h"
 
+/* Refused attempts are recorded at most this often a second; the rest are counted, so a local
+ * user cannot fill the disk under the log (which would then refuse the admins' changes). */
+#define DENIED_PER_SECOND 10
+
 struct audit {
     int fd;
+    pthread_mutex_t lock;
+    time_t denied_second;
+    unsigned denied_in_second;
+    unsigned long denied_suppressed;
 };
 
 int audit_open(const char *path, struct audit **ret, struct errmsg *e)
@@ -23,7 +33,8 @@ int audit_open(const char *path, struct audit **ret, struct errmsg *e)
         close(fd);
         return errmsg_set(e, -ENOMEM, "out of memory");
     }
-    a->fd = fd;
+    *a = (struct audit){.fd = fd};
+    pthread_mutex_init(&a->lock, NULL);
     *ret = a;
     return 0;
 }
@@ -33,6 +44,7 @@ void audit_close(struct audit *a)
     if (!a)
         return;
     close(a->fd);
+    pthread_mutex_destroy(&a->lock);
     free(a);
 }
 
@@ -46,9 +58,33 @@ static void user_name(uid_t uid, char *buf, size_t size)
         snprintf(buf, size, "%u", (unsigned)uid);
 }
 
+/* Returns false when a refused attempt is over the rate; else true, with the number of refused
+ * attempts left out since the last one recorded in *ret_suppressed. */
+static bool denied_admitted(struct audit *a, time_t now, unsigned long *ret_suppressed)
+{
+    pthread_mutex_lock(&a->lock);
+    if (now != a->denied_second) {
+        a->denied_second = now;
+        a->denied_in_second = 0;
+    }
+    bool ok = a->denied_in_second < DENIED_PER_SECOND;
+    if (ok) {
+        a->denied_in_second++;
+        *ret_suppressed = a->denied_suppressed;
+        a->denied_suppressed = 0;
+    } else {
+        a->denied_suppressed++;
+    }
+    pthread_mutex_unlock(&a->lock);
+    return ok;
+}
+
 int audit_record(struct audit *a, uid_t uid, gid_t gid, pid_t pid, const char *method,
                  const char *path, json_t *request, unsigned status, const char *outcome)
 {
+    unsigned long suppressed = 0;
+    if (strcmp(outcome, "denied") == 0 && !denied_admitted(a, time(NULL), &suppressed))
+        return 0;
     char stamp[32], user[64];
     time_t now = time(NULL);
     struct tm tm;
@@ -63,6 +99,8 @@ int audit_record(struct audit *a, uid_t uid, gid_t gid, pid_t pid, const char *m
                   (int)status, "outcome", outcome);
     if (!rec)
         return -ENOMEM;
+    if (suppressed)
+        json_object_set_new(rec, "denied_not_recorded", json_integer((json_int_t)suppressed));
     _cleanup_free_ char *line = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(rec);
     if (!line)

@@ -48,6 +48,16 @@ static int load_controller(struct config *c, struct coold_config *cfg, struct er
     if (!(cfg->stale_after_s < cfg->dead_after_s))
         return errmsg_set(e, -EINVAL, "%s: [controller] stale_after must be below dead_after",
                           config_path(c));
+    /* Data polled less often than it goes stale would always look stale. */
+    if (!(cfg->poll_interval_s < cfg->stale_after_s))
+        return errmsg_set(e, -EINVAL, "%s: [controller] poll_interval must be below stale_after",
+                          config_path(c));
+    /* The controller's heartbeat comes every second: a shorter dead time would declare a healthy
+     * controller lost between two heartbeats, and losing it while hot shuts the node down. */
+    if (cfg->dead_after_s < 3 || cfg->dead_after_s < 2 * cfg->poll_interval_s)
+        return errmsg_set(e, -EINVAL,
+                          "%s: [controller] dead_after must be at least 3s and twice poll_interval",
+                          config_path(c));
     return 0;
 }
 

@@ -34,11 +34,30 @@ static json_t *frame_fields_json(const struct ctl_frame *f)
     return o;
 }
 
+/* The level in a heartbeat is a report like any other: it corroborates an alarm, or shows that
+ * a lone alarm was a blip, every second whatever the poll interval. It carries no cut time. */
+static void report_heartbeat(struct daemon *d, struct link *l, const struct ctl_frame *f)
+{
+    int level = cool_level_from_string(ctl_frame_get(f, "level"));
+    if (level < 0)
+        return;
+    const struct cool_telemetry *t = link_get_telemetry(l);
+    struct safety_report rep = {
+        .level = (enum cool_level)level,
+        .reason = t && level != COOL_LEVEL_NORMAL ? t->reason : COOL_REASON_NONE,
+        .has_cut_in = false,
+        .received_at = now_usec(),
+    };
+    safety_report(d->safety, &rep);
+}
+
 static void on_event(struct link *l, const struct ctl_frame *f, void *userdata)
 {
     struct daemon *d = userdata;
-    if (strcmp(f->verb, "HB") == 0)
+    if (strcmp(f->verb, "HB") == 0) {
+        report_heartbeat(d, l, f);
         return;
+    }
     /* ALARM repeats every second while pre-critical; only changes of level are worth a line. */
     if (strcmp(f->verb, "ALARM") == 0) {
         const char *level = ctl_frame_get(f, "level");
@@ -89,6 +108,17 @@ const struct link_callbacks daemon_link_callbacks = {
     .on_state_change = on_state_change,
 };
 
+/* True when the decision to shut down stands but no real shutdown runs: starting it failed
+ * (no memory, no thread), and it is tried again on every step until it starts. */
+static bool shutdown_start_failed(struct daemon *d, const struct safety_decision *dec)
+{
+    if (!dec->shutting_down || dec->start_shutdown || d->cfg.drill)
+        return false;
+    struct shutdown_state st;
+    shutdown_get_state(d->shutdown, &st);
+    return !st.latched;
+}
+
 void daemon_step_safety(struct daemon *d, uint64_t now)
 {
     const struct link_counters *c = link_get_counters(d->link);
@@ -104,7 +134,7 @@ void daemon_step_safety(struct daemon *d, uint64_t now)
                      dec.reason ? dec.reason : "");
         d->last_state = dec.state;
     }
-    if (dec.start_shutdown) {
+    if (dec.start_shutdown || shutdown_start_failed(d, &dec)) {
         const struct cool_telemetry *t = link_get_telemetry(d->link);
         const char *reason =
             t ? (t->reason == COOL_REASON_UNKNOWN ? t->reason_text
@@ -114,7 +144,7 @@ void daemon_step_safety(struct daemon *d, uint64_t now)
             reason = "controller lost while hot";
         int r = shutdown_start(d->shutdown, reason, dec.deadline, d->cfg.drill);
         if (r < 0 && r != -EALREADY)
-            log_error_errno(r, "Cannot start the shutdown");
+            log_error_errno(r, "Cannot start the shutdown, trying again");
     }
     /* In drill mode an alarm is rehearsed, not obeyed: once the rehearsal has run, the state
      * follows the controller again (and the same alarm is not rehearsed twice). */

@@ -38,6 +38,8 @@ struct daemon {
     bool has_admin_gid;
     gid_t admin_gid;
 
+    bool stop_noted; /* a stop request waits for a running emergency shutdown */
+
     int wake_fd;   /* eventfd: other threads ask the main loop to send what they queued */
     int signal_fd; /* SIGTERM, SIGINT, SIGHUP */
 };

@@ -240,12 +240,19 @@ static int prepare_poll(struct daemon *d, struct pollfd fds[3], uint64_t now)
     fds[0] = (struct pollfd){.fd = d->signal_fd, .events = POLLIN};
     fds[1] = (struct pollfd){.fd = d->wake_fd, .events = POLLIN};
     fds[2] = (struct pollfd){.fd = link_fd(d->link), .events = link_poll_events(d->link)};
-    int timeout = link_poll_timeout_ms(d->link, now);
+    /* At most a second, so the watchdog is fed; sooner when the link or the safety state
+     * machine has timed work (UINT64_MAX: the state machine has none). */
+    uint64_t timeout = 1000;
+    int link_ms = link_poll_timeout_ms(d->link, now);
+    if (link_ms >= 0 && (uint64_t)link_ms < timeout)
+        timeout = (uint64_t)link_ms;
     uint64_t next = safety_next_step(d->safety, now);
-    int safety_ms = next <= now ? 0 : (int)((next - now + 999) / 1000);
-    if (timeout < 0 || safety_ms < timeout)
-        timeout = safety_ms;
-    return timeout < 0 || timeout > 1000 ? 1000 : timeout;
+    if (next != UINT64_MAX) {
+        uint64_t safety_ms = next <= now ? 0 : (next - now + 999) / 1000;
+        if (safety_ms < timeout)
+            timeout = safety_ms;
+    }
+    return (int)timeout;
 }
 
 /* Returns true when a terminating signal arrived. */
@@ -264,9 +271,26 @@ static bool read_signals(struct daemon *d)
     return stop;
 }
 
+/* How long a stop request waits for an emergency shutdown under way: its HALT and command need
+ * the main loop to drive the serial line. The controller cuts power well within this anyway. */
+#define FINISH_SHUTDOWN_USEC (120 * 1000000ull)
+
+/* After SIGTERM: true once nothing needs the main loop any more. */
+static bool may_stop(struct daemon *d, uint64_t stop_by)
+{
+    struct shutdown_state st;
+    shutdown_get_state(d->shutdown, &st);
+    if (!st.latched || st.stage == SHUTDOWN_STAGE_DONE)
+        return true;
+    if (!d->stop_noted)
+        log_warning("Stop requested during an emergency shutdown: finishing it first");
+    d->stop_noted = true;
+    return now_usec() >= stop_by;
+}
+
 int daemon_run(struct daemon *d)
 {
-    uint64_t watchdog_usec = 0, last_ping = 0;
+    uint64_t watchdog_usec = 0, last_ping = 0, stop_by = 0;
     if (sd_watchdog_enabled(0, &watchdog_usec) <= 0)
         watchdog_usec = 0;
     sd_notify(0, "READY=1\nSTATUS=Watching the cooling controller");
@@ -280,7 +304,11 @@ int daemon_run(struct daemon *d)
         pthread_mutex_unlock(&d->lock);
         if (poll(fds, fds[2].fd >= 0 ? 3 : 2, timeout) < 0 && errno != EINTR)
             return log_error_errno(negative_errno(), "poll failed");
-        if ((fds[0].revents & POLLIN) && read_signals(d))
+        if ((fds[0].revents & POLLIN) && read_signals(d) && !stop_by) {
+            stop_by = now_usec() + FINISH_SHUTDOWN_USEC;
+            shutdown_cancel_drill(d->shutdown);
+        }
+        if (stop_by && may_stop(d, stop_by))
             break;
         uint64_t drain;
         while (read(d->wake_fd, &drain, sizeof(drain)) > 0)

@@ -841,7 +841,9 @@ int link_request(struct link *l, const char *verb, const struct ctl_field *field
         return r;
     if (l->state != LINK_UP)
         return -ENOTCONN;
-    if (l->queue_len >= l->cfg.queue_max)
+    /* The cap protects against floods of ordinary requests; a priority request (HALT) must
+     * never be refused because readers filled the queue. */
+    if (l->queue_len >= l->cfg.queue_max && !(flags & LINK_REQUEST_PRIORITY))
         return -EAGAIN;
 
     struct request *req = calloc(1, sizeof(*req));

@@ -150,8 +150,9 @@ void link_process(struct link *l, uint64_t now, short revents);
 
 /* Queues a request (verb and n fields, copied). It is sent from link_process(); cb (not NULL) is
  * called when it completes. Returns 0, -ENOTCONN when the link is not UP, -EAGAIN when queue_max
- * requests are waiting, -EINVAL when the verb or a field could not be sent (bad syntax) or
- * -E2BIG when the frame would be too long; on error cb is never called. */
+ * requests are waiting (never for LINK_REQUEST_PRIORITY), -EINVAL when the verb or a field could
+ * not be sent (bad syntax) or -E2BIG when the frame would be too long; on error cb is never called.
+ */
 int link_request(struct link *l, const char *verb, const struct ctl_field *fields, unsigned n,
                  unsigned flags, link_reply_fn cb, void *userdata);
 

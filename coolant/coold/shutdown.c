@@ -378,6 +378,26 @@ static void stage_wait(struct run *run)
               n, names, e.text[0] ? "; " : "", e.text);
 }
 
+/* What HALT asks for: the configured time, but never less than what is left before the cut
+ * already scheduled, so telling the controller never brings its cut forward. */
+static unsigned halt_within_for(const struct run *run, uint64_t now)
+{
+    double within = run->s->cfg.halt_within_s;
+    if (run->deadline_us > now) {
+        double left = (double)(run->deadline_us - now) / 1e6;
+        if (left > within)
+            within = left;
+    }
+    return within > 0 ? (unsigned)ceil(within) : 0;
+}
+
+/* Errors after which HALT is worth sending again: the link is re-syncing (a controller reboot,
+ * a USB re-enumeration), a reply was lost to noise, or the queue was busy. */
+static bool halt_retryable(int r)
+{
+    return r == -ENOTCONN || r == -ETIMEDOUT || r == -EBUSY || r == -EAGAIN;
+}
+
 static void stage_halt(struct run *run)
 {
     const struct shutdown_config *c = &run->s->cfg;
@@ -385,7 +405,6 @@ static void stage_halt(struct run *run)
     if (run->drill && cancelled(run, SHUTDOWN_STAGE_HALT))
         return;
     uint64_t t = begin_stage(run, SHUTDOWN_STAGE_HALT);
-    unsigned within = c->halt_within_s > 0 ? (unsigned)ceil(c->halt_within_s) : 0;
     if (run->drill) {
         end_stage(run, SHUTDOWN_STAGE_HALT, t, true, "skipped (drill)");
         return;
@@ -394,13 +413,25 @@ static void stage_halt(struct run *run)
         end_stage(run, SHUTDOWN_STAGE_HALT, t, false, "no way to reach the controller");
         return;
     }
-    int r = c->send_halt(within, c->userdata);
+    /* Tried until the time kept for the halt itself begins (at least once): a controller that
+     * is re-syncing now may well answer in a second. */
+    uint64_t reserve = (uint64_t)(c->halt_reserve_s * 1e6);
+    uint64_t give_up = run->deadline_us > reserve ? run->deadline_us - reserve : 0;
+    unsigned within, tries = 0;
+    int r;
+    do {
+        if (tries++ > 0)
+            usleep(250 * 1000);
+        within = halt_within_for(run, hooks_now_us());
+        r = c->send_halt(within, c->userdata);
+    } while (r < 0 && halt_retryable(r) && !atomic_load(&run->cancel) &&
+             hooks_now_us() + 250 * 1000 < give_up);
     if (r < 0)
-        end_stage(run, SHUTDOWN_STAGE_HALT, t, false, "HALT within=%u failed: %s", within,
-                  strerror(-r));
+        end_stage(run, SHUTDOWN_STAGE_HALT, t, false, "HALT within=%u failed after %u tries: %s",
+                  within, tries, strerror(-r));
     else
-        end_stage(run, SHUTDOWN_STAGE_HALT, t, true, "controller told: host off within %us",
-                  within);
+        end_stage(run, SHUTDOWN_STAGE_HALT, t, true, "controller told: host off within %us%s",
+                  within, tries > 1 ? " (after retries)" : "");
 }
 
 static void stage_command(struct run *run)
@@ -558,6 +589,14 @@ int shutdown_start(struct shutdown *s, const char *reason, uint64_t deadline_us,
     }
     run_free(old); /* a finished drill: the join returns at once */
     return 0;
+}
+
+void shutdown_cancel_drill(struct shutdown *s)
+{
+    pthread_mutex_lock(&s->lock);
+    if (s->drill)
+        atomic_store(&s->drill->cancel, true);
+    pthread_mutex_unlock(&s->lock);
 }
 
 /* The run the state shows; call with the lock held. */

@@ -96,6 +96,10 @@ int shutdown_new(const struct shutdown_config *c, struct shutdown **ret);
  * finish or time out first). NULL is allowed. */
 void shutdown_free(struct shutdown *s);
 
+/* Makes a running drill skip its remaining stages, so that whoever waits for it (POST /v1/drill)
+ * returns soon. A real run is not affected. */
+void shutdown_cancel_drill(struct shutdown *s);
+
 /* Starts a run on its own thread. reason names why (e.g. "pump_stopped"); deadline_us is the
  * monotonic time the controller will cut power (a time in the past means "now": the stages that
  * need time are skipped, HALT and the command still happen). drill (or config drill) makes it a

@@ -760,6 +760,10 @@ static void test_request_refusals(void **state)
     assert_int_equal(link_request(fx->l, "GET", &key, 1, 0, on_reply, &c[2]), 0);
     assert_int_equal(link_request(fx->l, "GET", &key, 1, 0, on_reply, &c[3]), -EAGAIN);
     assert_false(c[0].done);
+    /* HALT is never refused because readers filled the queue. */
+    struct ctl_field within = {"within", "60"};
+    assert_int_equal(
+        link_request(fx->l, "HALT", &within, 1, LINK_REQUEST_PRIORITY, on_reply, &c[4]), 0);
 
     /* Freeing the link completes what is pending, once each. */
     link_free(fx->l);
@@ -768,6 +772,7 @@ static void test_request_refusals(void **state)
     assert_int_equal(c[1].error, -ECANCELED);
     assert_true(c[2].done);
     assert_false(c[3].done);
+    assert_true(c[4].done);
 }
 
 /* A device that does not exist yet is no error at start: the link waits for it. */

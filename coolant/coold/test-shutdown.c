@@ -33,6 +33,7 @@ struct harness {
     uint64_t halt_at_us;
     size_t stops_at_halt;
     int halt_result;
+    unsigned halt_failures; /* the first this many HALTs fail with halt_result, then succeed */
     char events[32][256];
     size_t n_events;
     char logs[64][256];
@@ -68,11 +69,12 @@ static int send_halt(unsigned within_s, void *userdata)
     h->halt_within = within_s;
     h->halt_at_us = hooks_now_us();
     h->stops_at_halt = h->f ? fake_count_calls(h->f, "POST") : 0;
+    int r = h->halt_failures == 0 || h->halts <= h->halt_failures ? h->halt_result : 0;
     pthread_mutex_unlock(&h->lock);
     char line[32];
     snprintf(line, sizeof(line), "halt %u\n", within_s);
     append_trace(h, line);
-    return h->halt_result;
+    return r;
 }
 
 static void on_log(enum log_level level, const char *message, void *userdata)
@@ -396,6 +398,58 @@ static void test_deadline_passed_still_halts_and_runs_command(void **state)
     shutdown_free(s);
 }
 
+/* A controller that is re-syncing (reboot, USB re-enumeration) when the HALT is due still gets
+ * it: retried until it answers, within the time before the reserve. */
+static void test_halt_retried_while_the_link_resyncs(void **state)
+{
+    struct harness *h = *state;
+    h->halt_result = -ENOTCONN;
+    h->halt_failures = 3;
+    struct shutdown *s = new_shutdown(h);
+    assert_int_equal(shutdown_start(s, "pump_stopped", hooks_now_us() + 10000000u, false), 0);
+    assert_int_equal(shutdown_wait(s, false, 15000000u), 0);
+    assert_int_equal(h->halts, 4);
+    struct shutdown_step steps[SHUTDOWN_N_STEPS];
+    assert_int_equal(get_steps(s, false, steps), 5);
+    assert_true(steps[3].ok);
+    assert_non_null(strstr(steps[3].detail, "after retries"));
+    assert_non_null(strstr(read_all(h->trace), "halt 60\nhalt 60\nhalt 60\nhalt 60\ncommand\n"));
+    shutdown_free(s);
+}
+
+/* A controller that never answers: HALT is retried only until the reserve begins, then the
+ * command runs anyway, before the cut. */
+static void test_halt_gives_up_before_the_reserve(void **state)
+{
+    struct harness *h = *state;
+    h->halt_result = -ETIMEDOUT;
+    struct shutdown *s = new_shutdown(h);
+    uint64_t deadline = hooks_now_us() + 6000000u;
+    assert_int_equal(shutdown_start(s, "pump_stopped", deadline, false), 0);
+    assert_int_equal(shutdown_wait(s, false, 15000000u), 0);
+    assert_true(h->halts > 1);
+    uint64_t reserve = (uint64_t)(h->cfg.halt_reserve_s * 1e6);
+    assert_true(h->halt_at_us < deadline - reserve);
+    struct shutdown_step steps[SHUTDOWN_N_STEPS];
+    assert_int_equal(get_steps(s, false, steps), 5);
+    assert_false(steps[3].ok);
+    assert_true(steps[4].ok);
+    shutdown_free(s);
+}
+
+/* HALT asks for no less than the time the controller already gives: it never brings the cut
+ * forward. */
+static void test_halt_never_shortens_the_cut(void **state)
+{
+    struct harness *h = *state;
+    h->cfg.halt_within_s = 5;
+    struct shutdown *s = new_shutdown(h);
+    assert_int_equal(shutdown_start(s, "pump_stopped", hooks_now_us() + 300000000u, false), 0);
+    assert_int_equal(shutdown_wait(s, false, 400000000u), 0);
+    assert_true(h->halt_within > 250);
+    shutdown_free(s);
+}
+
 /* A host without Docker at all (no socket file) has no containers to stop: not a failure. */
 static void test_no_engine_on_the_host(void **state)
 {
@@ -421,7 +475,7 @@ static void test_failures_do_not_stop_the_command(void **state)
     snprintf(dead, sizeof(dead), "%s/dead-docker.sock", h->dir);
     close(open(dead, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
     h->cfg.docker_socket = dead;
-    h->halt_result = -ETIMEDOUT;
+    h->halt_result = -EPROTO; /* refused: not worth repeating */
     snprintf(h->command, sizeof(h->command), "echo command >> %s; exit 3", h->trace);
     struct shutdown *s = new_shutdown(h);
     assert_int_equal(shutdown_start(s, "sensors_lost", hooks_now_us() + 10000000u, false), 0);
@@ -435,7 +489,7 @@ static void test_failures_do_not_stop_the_command(void **state)
     assert_non_null(strstr(steps[1].detail, "dead-docker.sock"));
     assert_false(steps[2].ok); /* nothing can be confirmed when nothing was listed */
     assert_false(steps[3].ok);
-    assert_non_null(strstr(steps[3].detail, strerror(ETIMEDOUT)));
+    assert_non_null(strstr(steps[3].detail, strerror(EPROTO)));
     assert_false(steps[4].ok);
     assert_non_null(strstr(steps[4].detail, "exit 3"));
     assert_true(saw(h, h->logs, h->n_logs, "FAILED"));
@@ -502,6 +556,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_deadline_passed_still_halts_and_runs_command, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_no_engine_on_the_host, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_halt_retried_while_the_link_resyncs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_halt_gives_up_before_the_reserve, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_halt_never_shortens_the_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failures_do_not_stop_the_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_real_shutdown_cancels_drill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_during_shutdown_still_halts, setup, teardown),

@@ -176,7 +176,8 @@ long sim_protect_cut_in(const struct sim_protect *p, uint64_t now_ms)
         return -1;
     if (now_ms >= p->cut_at_ms)
         return 0;
-    return (long)((p->cut_at_ms - now_ms + 999) / 1000);
+    /* Rounded down, as protocol §5 asks: the host may plan on every second it is told. */
+    return (long)((p->cut_at_ms - now_ms) / 1000);
 }
 
 int sim_protect_duty(const struct sim_protect *p, const struct ctl_settings *s, unsigned pump)

@@ -94,7 +94,7 @@ static void test_precritical_schedules_cut(void **state)
     assert_int_equal(fx.p.level, SIM_LEVEL_PRECRITICAL);
     assert_int_equal(fx.p.reason, SIM_REASON_TEMP_HIGH);
     assert_int_equal(sim_protect_cut_in(&fx.p, 10000), 30);
-    assert_int_equal(sim_protect_cut_in(&fx.p, 10001), 30); /* rounded up */
+    assert_int_equal(sim_protect_cut_in(&fx.p, 10001), 29); /* rounded down */
     assert_int_equal(sim_protect_cut_in(&fx.p, 11000), 29);
     /* Still precritical: the schedule does not move. */
     assert_false(update(39999) & SIM_PROTECT_CUT);

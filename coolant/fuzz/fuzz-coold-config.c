@@ -50,7 +50,8 @@ static void check_config(const struct coold_config *c)
     CHECK(duration_ok(c->dead_after_s) && duration_ok(c->container_grace_s));
     CHECK(duration_ok(c->halt_within_s) && duration_ok(c->halt_reserve_s));
     CHECK(c->poll_interval_s >= 0.05 && c->poll_interval_s <= 60);
-    CHECK(c->stale_after_s < c->dead_after_s);
+    CHECK(c->poll_interval_s < c->stale_after_s && c->stale_after_s < c->dead_after_s);
+    CHECK(c->dead_after_s >= 3 && c->dead_after_s >= 2 * c->poll_interval_s);
     CHECK(c->halt_within_s >= 1 && c->halt_within_s <= 900 && c->halt_reserve_s <= 60);
     /* Strings are read to their end, so ASan catches an unterminated one. */
     CHECK(strlen(c->device) + strlen(c->metrics_listen) + strlen(c->control_socket) +

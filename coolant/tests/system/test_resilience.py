@@ -94,3 +94,42 @@ def test_unwritable_audit_log_keeps_watching_but_refuses_changes(workdir, coolsi
     assert daemon.settings()["limit.warning"] == "45.00"
     assert daemon.post("/v1/drill").status == 503
     assert sysutil.metric(daemon.metrics(), "coold_controller_up") == 1
+
+
+FLOOD = r"""
+import http.client, socket, sys
+class C(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(sys.argv[1])
+body = '{"settings": {"limit.warning": "%s"}}' % ("4" * 60000)
+codes = set()
+for _ in range(200):
+    c = C("localhost")
+    c.request("PUT", "/v1/settings", body=body, headers={"Content-Type": "application/json"})
+    codes.add(c.getresponse().status)
+    c.close()
+print(sorted(codes))
+"""
+
+
+def test_refused_writes_cannot_fill_the_audit_log(workdir, coolsim, coold, users):
+    """A local user without rights hammering the write endpoints with large bodies leaves a
+    bounded trace: no bodies, at most a few records a second, and a count of the rest."""
+    sim = coolsim("normal")
+    daemon = coold(sim.link)
+    daemon.wait_up()
+    r = sysutil.run(["/usr/bin/python3", "-c", FLOOD, daemon.socket], user=users.ids("reader"),
+                    timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "[403]", (r.stdout, r.stderr)
+    size = daemon.audit_log.stat().st_size
+    records = [json.loads(line) for line in daemon.audit_log.read_text().splitlines()]
+    assert all(rec["outcome"] == "denied" and rec["request"] is None for rec in records), records
+    assert len(records) < 100, len(records)
+    assert size < 40000, size
+    # The next refusal recorded after the burst accounts for the ones left out.
+    time.sleep(1.1)
+    r = sysutil.run(["/usr/bin/python3", "-c", FLOOD.replace("range(200)", "range(1)"),
+                     daemon.socket], user=users.ids("reader"))
+    last = json.loads(daemon.audit_log.read_text().splitlines()[-1])
+    assert last.get("denied_not_recorded", 0) + len(records) >= 200, last
