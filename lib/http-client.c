@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "macro.h"
 
@@ -43,6 +44,16 @@ static int growbuf_add(struct growbuf *b, const void *p, size_t n)
     b->len += n;
     b->data[b->len] = '\0';
     return 0;
+}
+
+/* libcurl (7.88) creates its sockets without close-on-exec, so a program that another thread
+ * starts meanwhile (a hook script, the shutdown command) would inherit the connection, to the
+ * Docker Engine as root for one. The flag is set at creation: setting it afterwards would leave
+ * a window for such a fork. Used for TCP and Unix sockets alike. */
+static curl_socket_t open_socket(void *userdata, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+    int fd = socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+    return fd < 0 ? CURL_SOCKET_BAD : fd;
 }
 
 /* Everything the curl callbacks fill in during one transfer. */
@@ -217,6 +228,7 @@ static CURLcode setup_handle(CURL *h, const struct http_client_opts *o, struct c
     SET(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     if (o->unix_socket)
         SET(CURLOPT_UNIX_SOCKET_PATH, o->unix_socket);
+    SET(CURLOPT_OPENSOCKETFUNCTION, open_socket);
     SET(CURLOPT_HTTPHEADER, hdrs);
     SET(CURLOPT_WRITEFUNCTION, on_body);
     SET(CURLOPT_WRITEDATA, t);

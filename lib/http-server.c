@@ -6,6 +6,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +23,12 @@
 #define GZIP_MIN_BODY  256u
 #define LISTEN_BACKLOG 64
 
+/* The connections one non-root uid holds on a Unix-socket server; count 0 marks a free entry. */
+struct uid_slot {
+    uid_t uid;
+    unsigned count;
+};
+
 struct http_server {
     struct MHD_Daemon *mhd;
     http_handler_fn fn;
@@ -33,7 +40,16 @@ struct http_server {
      * newer server put at the same path. */
     dev_t unix_dev;
     ino_t unix_ino;
+    /* Per-uid connection counts (Unix socket only). Every uid in the table holds at least one
+     * connection, so HTTP_SERVER_MAX_UNPRIVILEGED entries are always enough. */
+    pthread_mutex_t lock;
+    struct uid_slot slots[HTTP_SERVER_MAX_UNPRIVILEGED];
+    unsigned unprivileged;
 };
+
+/* The socket context of a connection turned away at accept time. The address is all that
+ * matters: a counted connection's context points into slots[], root's stays NULL. */
+static char refused_marker;
 
 /* Per-request state kept by MHD between calls of the access handler. */
 struct request_ctx {
@@ -335,6 +351,86 @@ static enum MHD_Result run_handler(struct http_server *s, struct MHD_Connection 
     return r;
 }
 
+/* Counts a new connection of a non-root uid. Returns its table entry, or NULL when the uid or all
+ * non-root uids together already hold their share. */
+static struct uid_slot *slot_take(struct http_server *s, uid_t uid)
+{
+    struct uid_slot *slot = NULL, *unused = NULL;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < ELEMENTSOF(s->slots); i++) {
+        if (s->slots[i].count > 0 && s->slots[i].uid == uid)
+            slot = &s->slots[i];
+        else if (s->slots[i].count == 0 && !unused)
+            unused = &s->slots[i];
+    }
+    if (s->unprivileged >= HTTP_SERVER_MAX_UNPRIVILEGED ||
+        (slot && slot->count >= HTTP_SERVER_MAX_PER_UID) || (!slot && !unused))
+        slot = NULL;
+    else {
+        if (!slot) {
+            slot = unused;
+            slot->uid = uid;
+        }
+        slot->count++;
+        s->unprivileged++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return slot;
+}
+
+static void slot_release(struct http_server *s, struct uid_slot *slot)
+{
+    pthread_mutex_lock(&s->lock);
+    slot->count--;
+    s->unprivileged--;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* MHD calls this for a Unix-socket server when it has accepted a connection (before the
+ * connection's thread reads anything) and when the connection is gone. A connection over its
+ * uid's share is shut down here: its thread then reads EOF and MHD closes it, and on_request()
+ * refuses whatever request it may have sent before the shutdown. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct http_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (*socket_context && *socket_context != &refused_marker)
+            slot_release(s, *socket_context);
+        *socket_context = NULL;
+        return;
+    }
+    if (toe != MHD_CONNECTION_NOTIFY_STARTED)
+        return;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int fd = ci ? ci->connect_fd : -1;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    /* Unknown credentials count as one more unprivileged uid. */
+    uid_t uid = (uid_t)-1;
+    if (fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+        uid = cred.uid;
+    if (uid == 0)
+        return; /* root is never counted: what the others cannot take stays free for it */
+    struct uid_slot *slot = slot_take(s, uid);
+    if (slot) {
+        *socket_context = slot;
+        return;
+    }
+    *socket_context = &refused_marker;
+    log_debug("http: refusing a connection of uid %d: too many connections", (int)uid);
+    if (fd >= 0)
+        (void)shutdown(fd, SHUT_RDWR);
+}
+
+static bool connection_refused(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci && ci->socket_context == &refused_marker;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -342,6 +438,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     struct http_server *s = cls;
     struct request_ctx *ctx = *con_cls;
     if (!ctx) {
+        if (connection_refused(conn))
+            return MHD_NO; /* closes the connection without an answer */
         /* First call: only headers are in. Refusing an announced oversized body now spares
          * reading it (and the client's "Expect: 100-continue" gets the answer at once). */
         if (content_length_too_big(conn))
@@ -381,11 +479,14 @@ static int server_start(struct http_server *s, int fd, struct errmsg *e)
         return errmsg_set(e, negative_errno(), "fstat: %s", strerror(errno));
     unsigned flags =
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    /* Peer credentials exist only on a Unix socket; a TCP server does not count connections. */
+    MHD_NotifyConnectionCallback notify = s->is_unix ? on_connection : NULL;
+    unsigned timeout_s = s->is_unix ? HTTP_SERVER_UNIX_TIMEOUT_S : HTTP_SERVER_TIMEOUT_S;
     s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_SERVER_MAX_CONNECTIONS,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_SERVER_TIMEOUT_S,
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_END);
+                              MHD_OPTION_NOTIFY_CONNECTION, notify, s, MHD_OPTION_CONNECTION_LIMIT,
+                              (unsigned)HTTP_SERVER_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+                              timeout_s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_END);
     if (s->mhd)
         return 0;
     /* Whether MHD closed fd on failure differs between its error paths; close it only if the
@@ -459,6 +560,7 @@ int http_server_new_tcp(const char *listen_addr, http_handler_fn fn, void *userd
     _cleanup_free_ struct http_server *s = calloc(1, sizeof(*s));
     if (!s)
         return errmsg_set(e, -ENOMEM, "out of memory");
+    pthread_mutex_init(&s->lock, NULL);
     s->fn = fn;
     s->userdata = userdata;
     int fd;
@@ -527,6 +629,7 @@ int http_server_new_unix(const char *path, mode_t mode, http_handler_fn fn, void
     _cleanup_free_ char *p = strdup(path);
     if (!p)
         return errmsg_set(e, -ENOMEM, "out of memory");
+    pthread_mutex_init(&s->lock, NULL);
     s->fn = fn;
     s->userdata = userdata;
     s->is_unix = true;
@@ -565,5 +668,6 @@ void http_server_free(struct http_server *s)
         st.st_ino == s->unix_ino)
         unlink(s->unix_path);
     free(s->unix_path);
+    pthread_mutex_destroy(&s->lock);
     free(s);
 }

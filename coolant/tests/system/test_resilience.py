@@ -133,3 +133,24 @@ def test_refused_writes_cannot_fill_the_audit_log(workdir, coolsim, coold, users
                      daemon.socket], user=users.ids("reader"))
     last = json.loads(daemon.audit_log.read_text().splitlines()[-1])
     assert last.get("denied_not_recorded", 0) + len(records) >= 200, last
+
+
+def test_sigterm_during_an_emergency_shutdown_finishes_it_first(workdir, coolsim, coold):
+    """`systemctl stop coold` (or a hook that powers off) while the staged shutdown runs must not
+    cut it short: HALT still reaches the controller and the command still runs, then coold
+    exits cleanly."""
+    sim = coolsim("pump-failure", duration=120)
+    daemon = coold(sim.link)
+    hook = daemon.hooks_dir / "10-slow"
+    hook.write_text("#!/bin/sh\nsleep 3\n")
+    hook.chmod(0o755)
+    daemon.wait_up()
+    sysutil.wait_for(lambda: daemon.status()["shutdown"]["stage"] == "announce", 30,
+                     "the shutdown to start")
+    daemon.proc.popen.send_signal(signal.SIGTERM)
+    assert daemon.proc.wait(60) == 0, daemon.proc.tail()
+    assert "finishing it first" in daemon.proc.log()
+    assert len(daemon.command_runs()) == 1, daemon.command_runs()
+    rc = sim.wait(60)
+    report = sim.report()
+    assert rc == 0 and report["orderly"] is True, report
