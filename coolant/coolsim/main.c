@@ -11,6 +11,9 @@
 #include "sim-run.h"
 #include "sim-scenario.h"
 
+/* A mistake on the command line: said once, without an errno text that would add nothing. */
+#define usage_error(...) (log_error(__VA_ARGS__), -EINVAL)
+
 static void help(void)
 {
     printf("Usage: coolsim --list-scenarios\n"
@@ -162,19 +165,18 @@ static int parse_args(int argc, char **argv, struct args *a)
         case OPT_LOG_LEVEL:
             level = log_level_from_string(optarg);
             if (level < 0)
-                return log_error_errno(-EINVAL, "unknown log level '%s'", optarg);
+                return usage_error("unknown log level '%s'", optarg);
             log_setup("coolsim", (enum log_level)level);
             break;
         case '?':
             return -EINVAL;
         default:
             if (parse_number(a, opt, optarg) < 0)
-                return log_error_errno(-EINVAL, "bad value '%s' for --%s", optarg,
-                                       options[idx].name);
+                return usage_error("bad value '%s' for --%s", optarg, options[idx].name);
         }
     }
     if (optind < argc)
-        return log_error_errno(-EINVAL, "unexpected argument '%s'", argv[optind]);
+        return usage_error("unexpected argument '%s'", argv[optind]);
     return 0;
 }
 
@@ -183,11 +185,10 @@ static int check_args(struct args *a)
     if (a->list)
         return 0;
     if (!a->scenario || !a->run.link)
-        return log_error_errno(-EINVAL, "--scenario and --link are required (see --help)");
+        return usage_error("--scenario and --link are required (see --help)");
     a->run.scenario = sim_scenario_find(a->scenario);
     if (!a->run.scenario)
-        return log_error_errno(-EINVAL, "unknown scenario '%s' (see --list-scenarios)",
-                               a->scenario);
+        return usage_error("unknown scenario '%s' (see --list-scenarios)", a->scenario);
     return 0;
 }
 
