@@ -623,7 +623,7 @@ if [ $simulated = yes ]; then
 
 Watch a simulated pump failure end in a clean stop: coold stops the demo container (it
 checkpoints), tells the controller HALT and runs its shutdown command, which on the simulator only
-logs "simulated host: coold would power off now" (in $DEMO_HALT_LOG); about 30 s:
+logs "simulated host: coold would power off now" (in $DEMO_HALT_LOG); about 40 s:
   $rerun demo
 EOF
     else
