@@ -42,6 +42,25 @@ uint64_t hooks_now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* The child's fds: stdin is /dev/null, stdout and stderr are out_fd (or the daemon's own when
+ * out_fd is -1), and nothing else. Not every fd of the daemon is close-on-exec: libraries open
+ * some without the flag (libcurl's sockets, for one), and another thread may hold such an fd right
+ * now, e.g. a root connection to the Docker Engine. Returns 0 or -errno (fa is then destroyed). */
+static int child_fds(posix_spawn_file_actions_t *fa, int out_fd)
+{
+    posix_spawn_file_actions_init(fa);
+    int r = posix_spawn_file_actions_addopen(fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    if (r == 0 && out_fd >= 0)
+        r = posix_spawn_file_actions_adddup2(fa, out_fd, STDOUT_FILENO);
+    if (r == 0 && out_fd >= 0)
+        r = posix_spawn_file_actions_adddup2(fa, out_fd, STDERR_FILENO);
+    if (r == 0)
+        r = posix_spawn_file_actions_addclosefrom_np(fa, STDERR_FILENO + 1);
+    if (r != 0)
+        posix_spawn_file_actions_destroy(fa);
+    return -r;
+}
+
 static int spawn_child(const struct hooks_job *job, const struct hooks_exec_opts *o,
                        struct child *c)
 {
@@ -50,14 +69,16 @@ static int spawn_child(const struct hooks_job *job, const struct hooks_exec_opts
         return negative_errno();
 
     posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    if (pipefd[1] >= 0) {
-        posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
-        posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDERR_FILENO);
+    int r = child_fds(&fa, pipefd[1]);
+    if (r < 0) {
+        if (pipefd[0] >= 0) {
+            close(pipefd[0]);
+            close(pipefd[1]);
+        }
+        return r;
     }
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
     /* The daemon may block signals (signalfd) or ignore some; a hook must start with the
      * defaults, and in a process group of its own so that killing it kills its children too. */
     sigset_t none, all;
@@ -71,7 +92,7 @@ static int spawn_child(const struct hooks_job *job, const struct hooks_exec_opts
 
     char *const *envp = o->envp ? o->envp : environ;
     pid_t pid;
-    int r = posix_spawn(&pid, job->path, &fa, &attr, job->argv, envp);
+    r = posix_spawn(&pid, job->path, &fa, &attr, job->argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (pipefd[1] >= 0)

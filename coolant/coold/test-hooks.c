@@ -1,5 +1,6 @@
 /* Hook scripts: which files run, in what order, with what arguments and environment, that they
- * run at the same time, and that a hung hook (and its children) is killed at the budget. */
+ * run at the same time, that a hung hook (and its children) is killed at the budget, and that
+ * children inherit no fd of the daemon but stdin, stdout and stderr. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -307,6 +309,72 @@ static void test_exec_cancel_and_leave_running(void **state)
     assert_int_equal(waitpid(out.pid, &status, 0), out.pid);
 }
 
+/* The lines collected, joined with spaces and without the "name: " prefixes. */
+static void join_lines(const struct lines *l, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < l->n && used < size; i++) {
+        const char *colon = strstr(l->text[i], ": ");
+        int k = snprintf(buf + used, size - used, "%s%s", i ? " " : "", colon ? colon + 2 : "");
+        used += k > 0 ? (size_t)k : 0;
+    }
+}
+
+static void test_children_get_only_stdio(void **state)
+{
+    struct tmp *t = *state;
+    /* Deliberately without close-on-exec, as libcurl creates its sockets: another thread may be
+     * in the middle of a Docker API call when a hook or the shutdown command starts. */
+    int leak[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, leak), 0);
+    assert_int_equal(fcntl(leak[0], F_GETFD) & FD_CLOEXEC, 0);
+    char got[128];
+
+    /* A program with its output captured. "3" is the directory ls itself opens. */
+    char *const ls_argv[] = {"ls", "/proc/self/fd", NULL};
+    struct hooks_job job = {.name = "ls", .path = "/bin/ls", .argv = ls_argv};
+    struct lines l = {0};
+    struct hooks_exec_opts o = {.deadline_us = hooks_now_us() + 5000000u,
+                                .kill_at_deadline = true,
+                                .line_fn = collect_line,
+                                .userdata = &l};
+    struct hooks_outcome out;
+    assert_int_equal(hooks_exec(&job, 1, &o, &out, NULL), 0);
+    assert_true(out.exited && WIFEXITED(out.status) && WEXITSTATUS(out.status) == 0);
+    join_lines(&l, got, sizeof(got));
+    assert_string_equal(got, "0 1 2 3");
+
+    /* The shutdown command's way: output goes to the daemon's own stdout and stderr. */
+    char trace[128];
+    snprintf(trace, sizeof(trace), "%s/fds", t->out);
+    char *const sh_argv[] = {"sh", "-c", "exec ls /proc/self/fd > \"$0\"", trace, NULL};
+    job = (struct hooks_job){.name = "cmd", .path = "/bin/sh", .argv = sh_argv};
+    o = (struct hooks_exec_opts){
+        .deadline_us = hooks_now_us() + 5000000u, .kill_at_deadline = true, .inherit_output = true};
+    assert_int_equal(hooks_exec(&job, 1, &o, &out, NULL), 0);
+    assert_true(out.exited && WIFEXITED(out.status) && WEXITSTATUS(out.status) == 0);
+    char *fds = read_trace(t, "fds");
+    assert_non_null(fds);
+    assert_string_equal(fds, "0\n1\n2\n3");
+
+    /* A hook script run by hooks_run(). */
+    write_file(t->dir, "10-fds", 0755, "#!/bin/sh\nexec ls /proc/self/fd\n");
+    struct hooks_event ev = {.event = "precritical", .reason = "pump_stopped"};
+    l = (struct lines){0};
+    o = (struct hooks_exec_opts){.deadline_us = hooks_now_us() + 5000000u,
+                                 .kill_at_deadline = true,
+                                 .line_fn = collect_line,
+                                 .userdata = &l};
+    struct hooks_summary sum;
+    assert_int_equal(hooks_run(t->dir, &ev, &o, &sum, NULL), 0);
+    assert_int_equal(sum.ok, 1);
+    join_lines(&l, got, sizeof(got));
+    assert_string_equal(got, "0 1 2 3");
+    close(leak[0]);
+    close(leak[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +385,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hung_hook_killed_at_budget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_dir_is_fine, setup, teardown),
         cmocka_unit_test(test_exec_cancel_and_leave_running),
+        cmocka_unit_test_setup_teardown(test_children_get_only_stdio, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,19 +1,28 @@
 /* Tests for lib/http-server.c and lib/http-client.c together: TCP on port 0 and a Unix socket
- * in a temp dir, peer credentials, gzip negotiation, body limits, HEAD, concurrency, and the
- * client's error codes. */
+ * in a temp dir, peer credentials, gzip negotiation, body limits, HEAD, concurrency, the
+ * client's error codes and close-on-exec sockets, and the per-uid connection limits that keep
+ * other local users from locking root out of a Unix-socket server. */
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -32,6 +41,10 @@ struct fixture {
 };
 
 static atomic_int handler_calls;
+
+/* The fixture's servers, for the handler that looks for the client's end of a connection. */
+static char fixture_sock[128];
+static unsigned fixture_port;
 
 /* The /slow handler waits until the test says a second request got through meanwhile. */
 static pthread_mutex_t slow_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -79,6 +92,44 @@ static void reply_slow(struct http_reply *reply)
     http_reply_json(reply, 200, json_pack("{s:b}", "released", released));
 }
 
+/* True if the socket fd is connected to one of the fixture's servers (the client's end: the
+ * server's end of a Unix connection has an unnamed peer, of a TCP one an ephemeral port). */
+static bool connected_to_fixture(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+        return false;
+    if (ss.ss_family == AF_UNIX) {
+        const struct sockaddr_un *sun = (const struct sockaddr_un *)&ss;
+        return len > offsetof(struct sockaddr_un, sun_path) &&
+               strncmp(sun->sun_path, fixture_sock, sizeof(sun->sun_path)) == 0;
+    }
+    return ss.ss_family == AF_INET &&
+           ntohs(((const struct sockaddr_in *)&ss)->sin_port) == fixture_port;
+}
+
+/* Counts the client sockets of this process that are connected to the fixture's servers (the
+ * one of the request being answered), and how many of them a spawned program would inherit. */
+static void reply_client_fds(struct http_reply *reply)
+{
+    int found = 0, inheritable = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        int fd = atoi(de->d_name);
+        if (de->d_name[0] == '.' || fd == dirfd(d) || !connected_to_fixture(fd))
+            continue;
+        found++;
+        if (!(fcntl(fd, F_GETFD) & FD_CLOEXEC))
+            inheritable++;
+    }
+    if (d)
+        closedir(d);
+    http_reply_json(reply, 200,
+                    json_pack("{s:i, s:i}", "found", found, "inheritable", inheritable));
+}
+
 static void handler(const struct http_request *req, struct http_reply *reply, void *userdata)
 {
     atomic_fetch_add(&handler_calls, 1);
@@ -96,7 +147,9 @@ static void handler(const struct http_request *req, struct http_reply *reply, vo
     else if (strcmp(req->path, "/sleep") == 0) {
         usleep(1000 * 1000);
         http_reply_json(reply, 200, json_object());
-    } else if (strcmp(req->path, "/none") == 0)
+    } else if (strcmp(req->path, "/client-fds") == 0)
+        reply_client_fds(reply);
+    else if (strcmp(req->path, "/none") == 0)
         ; /* no reply at all */
     else if (strcmp(req->path, "/notjson") == 0)
         http_reply_take(reply, 200, "text/plain", strdup("hello"), 5, false);
@@ -121,6 +174,8 @@ static int setup(void **state)
     assert_true(http_server_port(f->tcp) > 0);
     snprintf(f->base, sizeof(f->base), "http://127.0.0.1:%u", http_server_port(f->tcp));
     assert_int_equal(http_server_new_unix(f->sock, 0666, handler, NULL, &f->unix_srv, &e), 0);
+    snprintf(fixture_sock, sizeof(fixture_sock), "%s", f->sock);
+    fixture_port = http_server_port(f->tcp);
     *state = f;
     return 0;
 }
@@ -588,6 +643,239 @@ static void test_unix_socket_file_handling(void **state)
     assert_int_equal(http_server_new_tcp("nonsense", handler, NULL, &s, &e), -EINVAL);
 }
 
+/* A hook script or the shutdown command started while a request is in flight must not inherit
+ * the connection (to the Docker Engine, as root): curl's sockets are close-on-exec. */
+static void test_client_sockets_close_on_exec(void **state)
+{
+    struct fixture *f = *state;
+    char u[256];
+    url(u, sizeof(u), f, "/client-fds");
+    const char *via[] = {NULL, f->sock}; /* TCP, then the Unix socket */
+    for (size_t i = 0; i < ELEMENTSOF(via); i++) {
+        json_t *j = NULL;
+        long status = 0;
+        struct errmsg e = {""};
+        assert_int_equal(http_request_json("GET", via[i] ? "http://localhost/client-fds" : u,
+                                           via[i], NULL, 5000, &status, &j, &e),
+                         0);
+        assert_int_equal(status, 200);
+        assert_int_equal(json_integer_value(json_object_get(j, "found")), 1);
+        assert_int_equal(json_integer_value(json_object_get(j, "inheritable")), 0);
+        json_decref(j);
+    }
+}
+
+/* One local user attacking the control socket: a process of its own uid that opens connections
+ * and sends only the start of a request on each, as a slowloris does. */
+struct slow_user {
+    pid_t pid;
+    int cmd;    /* to the process: 'o' open more, 'n' count, 'f' full request, 'c' close all, 'q' */
+    int result; /* from it: one byte per command */
+};
+
+#define SLOW_BATCH (HTTP_SERVER_MAX_PER_UID + 2)
+
+static int slow_connect(const char *path)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+        close(fd);
+        return -1;
+    }
+    /* This fails when the server has refused the connection already; keep_open() sees that. */
+    static const char start[] = "GET /echo HTTP/1.1\r\nHost: localhost\r\n";
+    (void)send(fd, start, sizeof(start) - 1, MSG_NOSIGNAL);
+    return fd;
+}
+
+/* Keeps the fds the server has not closed (nothing arrives on those: the request is unfinished)
+ * and returns how many. */
+static unsigned keep_open(int *fds, unsigned n)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < n; i++) {
+        char b;
+        if (recv(fds[i], &b, 1, MSG_DONTWAIT) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            fds[k++] = fds[i];
+        else
+            close(fds[i]);
+    }
+    return k;
+}
+
+/* Sends a whole request on a new connection; 1 if any answer came, 0 if closed without one. */
+static unsigned char full_request(const char *path)
+{
+    int fd = slow_connect(path);
+    if (fd < 0)
+        return 0;
+    char buf[64];
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    bool answered = send(fd, "\r\n", 2, MSG_NOSIGNAL) == 2 && poll(&p, 1, 5000) == 1 &&
+                    recv(fd, buf, sizeof(buf), 0) > 0;
+    close(fd);
+    return answered;
+}
+
+static void slow_user_main(uid_t uid, const char *path, pid_t parent, int cmd, int result)
+{
+    int fds[4 * SLOW_BATCH];
+    unsigned n = 0;
+    unsigned char ok =
+        setgroups(0, NULL) == 0 && setresgid(uid, uid, uid) == 0 && setresuid(uid, uid, uid) == 0;
+    /* Die with the test, also when it fails half-way (set after setresuid(), which clears it). */
+    if (write(result, &ok, 1) != 1 || !ok || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
+        getppid() != parent)
+        _exit(1);
+    char c;
+    while (read(cmd, &c, 1) == 1 && c != 'q') {
+        unsigned char reply = 0;
+        if (c == 'o')
+            for (unsigned i = 0; i < SLOW_BATCH && n < ELEMENTSOF(fds); i++) {
+                int fd = slow_connect(path);
+                if (fd >= 0) {
+                    fds[n++] = fd;
+                    reply++;
+                }
+            }
+        else if (c == 'n')
+            reply = (unsigned char)(n = keep_open(fds, n));
+        else if (c == 'f')
+            reply = full_request(path);
+        else
+            for (; n > 0; n--)
+                close(fds[n - 1]);
+        if (write(result, &reply, 1) != 1)
+            break;
+    }
+    _exit(0);
+}
+
+/* Starts a process with uid (and gid) uid. False if it could not take that uid, e.g. in a user
+ * namespace that maps only root. */
+static bool slow_user_start(struct slow_user *u, uid_t uid, const char *path)
+{
+    int to[2], from[2];
+    assert_int_equal(pipe2(to, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(from, O_CLOEXEC), 0);
+    pid_t parent = getpid(), pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(to[1]);
+        close(from[0]);
+        slow_user_main(uid, path, parent, to[0], from[1]);
+    }
+    close(to[0]);
+    close(from[1]);
+    *u = (struct slow_user){.pid = pid, .cmd = to[1], .result = from[0]};
+    unsigned char ok = 0;
+    return read(u->result, &ok, 1) == 1 && ok;
+}
+
+static int slow_user_do(struct slow_user *u, char c)
+{
+    unsigned char r;
+    if (write(u->cmd, &c, 1) != 1 || read(u->result, &r, 1) != 1)
+        return -1;
+    return r;
+}
+
+static void slow_user_stop(struct slow_user *u)
+{
+    /* Explicitly: the processes forked later hold copies of this pipe, so no EOF would come. */
+    (void)!write(u->cmd, "q", 1);
+    close(u->cmd);
+    close(u->result);
+    int status;
+    waitpid(u->pid, &status, 0);
+}
+
+/* A request as root. It also orders things: MHD accepts connections in the order they arrived,
+ * so once it is answered, every connection opened before it has been counted (or refused). */
+static bool root_request_ok(const char *path)
+{
+    struct http_response resp = {0};
+    int r = http_request("GET", "http://localhost/echo", path, NULL, NULL, 0, 5000, &resp, NULL);
+    bool ok = r == 0 && resp.status == 200;
+    http_response_done(&resp);
+    return ok;
+}
+
+static void test_unix_slow_users_cannot_lock_out_root(void **state)
+{
+    if (geteuid() != 0)
+        skip(); /* needs other uids */
+    enum { USERS = HTTP_SERVER_MAX_UNPRIVILEGED / HTTP_SERVER_MAX_PER_UID + 1 };
+    char dir[64] = "/tmp/test-http-uid-XXXXXX", path[128];
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(chmod(dir, 0755), 0); /* the other uids must reach the socket */
+    snprintf(path, sizeof(path), "%s/api.sock", dir);
+    struct errmsg e = {""};
+    _cleanup_(http_server_freep) struct http_server *s = NULL;
+    assert_int_equal(http_server_new_unix(path, 0666, handler, NULL, &s, &e), 0);
+
+    struct slow_user u[USERS];
+    size_t started = 0;
+    bool have_uids = true;
+    for (; started < USERS && have_uids; started++)
+        have_uids = slow_user_start(&u[started], (uid_t)(64000 + started), path);
+    if (!have_uids) {
+        for (size_t i = 0; i < started; i++)
+            slow_user_stop(&u[i]);
+        http_server_free(TAKE_PTR(s));
+        rmdir(dir);
+        skip();
+    }
+
+    /* Each uid opens more than its share, one uid after the other: every uid keeps exactly its
+     * share until all of them together hold theirs; the last uid gets nothing. */
+    for (size_t i = 0; i < USERS; i++) {
+        assert_int_equal(slow_user_do(&u[i], 'o'), SLOW_BATCH);
+        assert_true(root_request_ok(path));
+        unsigned left = HTTP_SERVER_MAX_UNPRIVILEGED - (unsigned)i * HTTP_SERVER_MAX_PER_UID;
+        int want = (int)(left < HTTP_SERVER_MAX_PER_UID ? left : HTTP_SERVER_MAX_PER_UID);
+        assert_int_equal(slow_user_do(&u[i], 'n'), want);
+    }
+    /* A whole request on a connection over the share is closed unanswered. */
+    assert_int_equal(slow_user_do(&u[0], 'f'), 0);
+
+    /* Root is not limited by the per-uid share, and its requests still get through. */
+    int mine[HTTP_SERVER_MAX_PER_UID + 2];
+    for (size_t i = 0; i < ELEMENTSOF(mine); i++)
+        assert_true((mine[i] = slow_connect(path)) >= 0);
+    assert_true(root_request_ok(path));
+    assert_int_equal(keep_open(mine, ELEMENTSOF(mine)), ELEMENTSOF(mine));
+    for (size_t i = 0; i < ELEMENTSOF(mine); i++)
+        close(mine[i]);
+
+    /* Closed connections give their slots back (the server notices the closes a moment later):
+     * once the first uid lets go, it is served again, and the last uid gets its full share. */
+    assert_int_equal(slow_user_do(&u[0], 'c'), 0);
+    int got = 0;
+    for (int tries = 0; tries < 50 && got != 1; tries++) {
+        usleep(50000);
+        got = slow_user_do(&u[0], 'f');
+    }
+    assert_int_equal(got, 1);
+    for (int tries = 0; tries < 50 && got != (int)HTTP_SERVER_MAX_PER_UID; tries++) {
+        usleep(50000);
+        assert_int_equal(slow_user_do(&u[USERS - 1], 'c'), 0);
+        assert_int_equal(slow_user_do(&u[USERS - 1], 'o'), SLOW_BATCH);
+        assert_true(root_request_ok(path));
+        got = slow_user_do(&u[USERS - 1], 'n');
+    }
+    assert_int_equal(got, HTTP_SERVER_MAX_PER_UID);
+
+    for (size_t i = 0; i < USERS; i++)
+        slow_user_stop(&u[i]);
+    http_server_free(TAKE_PTR(s));
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -603,6 +891,8 @@ int main(void)
         cmocka_unit_test(test_concurrent_clients),
         cmocka_unit_test(test_tcp_all_addresses),
         cmocka_unit_test(test_unix_socket_file_handling),
+        cmocka_unit_test(test_client_sockets_close_on_exec),
+        cmocka_unit_test(test_unix_slow_users_cannot_lock_out_root),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
