@@ -13,14 +13,7 @@
 #include <string.h>
 
 #include "docker.h"
-
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        if (!(x)) {                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #x);                  \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "fuzz-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

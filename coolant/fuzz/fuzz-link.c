@@ -27,6 +27,7 @@
 
 #include "ctl-proto.h"
 #include "link.h"
+#include "fuzz-check.h"
 
 #define SEC      1000000ULL
 #define MSEC     1000ULL
@@ -34,14 +35,6 @@
 /* Stays well below the pipe's 64 KiB, and below the link's read budget, so that a write never
  * blocks and one link_process() reads all of it. */
 #define PENDING_BYTES_MAX 16384
-
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        if (!(x)) {                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #x);                  \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 struct harness;
 
