@@ -1,5 +1,7 @@
 """coold refuses a config it does not understand, saying where, instead of guessing."""
 
+import pathlib
+
 import pytest
 
 import sysutil
@@ -67,3 +69,17 @@ def test_version():
     r = sysutil.run([sysutil.binary("coold"), "--version"])
     assert r.returncode == 0
     assert "0.1.0" in r.stdout
+
+
+def test_shipped_example_config_loads():
+    """deploy/coold.conf.example is what people copy: it must stay valid as keys change."""
+    example = pathlib.Path(__file__).resolve().parents[3] / "deploy" / "coold.conf.example"
+    r = sysutil.run([sysutil.binary("coold"), "--config", example, "--check-config"])
+    assert r.returncode == 0 and r.stdout.strip().endswith(": OK"), (r.stdout, r.stderr)
+
+
+def test_check_config_reports_errors_without_starting(workdir):
+    conf = workdir / "coold.conf"
+    conf.write_text("[shutdown]\ncontainer_grace = soon\n")
+    r = sysutil.run([sysutil.binary("coold"), "--config", conf, "--check-config"])
+    assert r.returncode == 1 and "container_grace" in r.stderr, (r.stdout, r.stderr)
