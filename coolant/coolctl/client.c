@@ -147,10 +147,11 @@ int coolctl_fetch_settings(const struct coolctl *c, json_t **ret_settings,
     return 0;
 }
 
-int coolctl_put_settings(const struct coolctl *c, json_t *fields, json_t **ret_settings,
-                         struct errmsg *e)
+int coolctl_put_settings(const struct coolctl *c, const struct coolctl_assign *a, unsigned n,
+                         json_t **ret_settings, struct errmsg *e)
 {
-    json_t *body = json_pack("{sO}", "settings", fields);
+    json_t *fields = coolctl_assign_to_json(a, n);
+    json_t *body = fields ? json_pack("{so}", "settings", fields) : NULL;
     if (!body)
         return errmsg_set(e, -ENOMEM, "out of memory");
     json_t *doc = NULL;

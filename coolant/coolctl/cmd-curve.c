@@ -100,11 +100,8 @@ static int curve_set(struct coolctl *c, const char *pump_arg, const char *points
     snprintf(a.key, sizeof(a.key), "pump.%u.curve", pump);
     if (ctl_curve_format(&curve, a.value, sizeof(a.value)) < 0)
         return errmsg_set(e, -EINVAL, "pump %u curve: too long", pump);
-    json_t *fields = coolctl_assign_to_json(&a, 1), *back = NULL;
-    if (!fields)
-        return errmsg_set(e, -ENOMEM, "out of memory");
-    r = coolctl_put_settings(c, fields, &back, e);
-    json_decref(fields);
+    json_t *back = NULL;
+    r = coolctl_put_settings(c, &a, 1, &back, e);
     if (r < 0)
         return r;
     r = curve_print_back(c, back, a.key, pump, cur.min_duty[pump - 1], e);

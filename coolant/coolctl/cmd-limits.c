@@ -56,17 +56,14 @@ static int limits_set(struct coolctl *c, int argc, char *argv[], struct errmsg *
     /* Checked against the current values: the order of the limits and every curve reaching
      * 100 % by the (new) critical temperature. */
     r = coolctl_assign_check(&cur, a, (unsigned)n, e);
-    json_t *fields = NULL, *back = NULL;
-    if (r >= 0 && !(fields = coolctl_assign_to_json(a, (unsigned)n)))
-        r = errmsg_set(e, -ENOMEM, "out of memory");
+    json_t *back = NULL;
     if (r >= 0)
-        r = coolctl_put_settings(c, fields, &back, e);
+        r = coolctl_put_settings(c, a, (unsigned)n, &back, e);
     if (r >= 0) {
         /* Show all the limits: the read-back values over the ones fetched before the write. */
         json_object_update(settings, back);
         r = limits_print(c, c->json ? back : settings, e);
     }
-    json_decref(fields);
     json_decref(back);
     json_decref(settings);
     return r;

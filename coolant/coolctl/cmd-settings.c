@@ -91,11 +91,8 @@ int cmd_set(struct coolctl *c, int argc, char *argv[], struct errmsg *e)
     if (r < 0)
         return r;
 
-    json_t *fields = coolctl_assign_to_json(a, n), *back = NULL;
-    if (!fields)
-        return errmsg_set(e, -ENOMEM, "out of memory");
-    r = coolctl_put_settings(c, fields, &back, e);
-    json_decref(fields);
+    json_t *back = NULL;
+    r = coolctl_put_settings(c, a, n, &back, e);
     if (r < 0)
         return r;
     r = print_settings(c, back, e);

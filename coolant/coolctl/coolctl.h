@@ -64,10 +64,12 @@ int coolctl_call(const struct coolctl *c, const char *method, const char *path, 
 int coolctl_fetch_settings(const struct coolctl *c, json_t **ret_settings,
                            struct ctl_settings *ret_parsed, struct errmsg *e);
 
-/* PUT /v1/settings with {"settings": fields} (fields borrowed). Returns 0 with the settings as
+struct coolctl_assign;
+
+/* PUT /v1/settings with the n assignments as one atomic write. Returns 0 with the settings as
  * the controller read them back in *ret_settings (a new reference). */
-int coolctl_put_settings(const struct coolctl *c, json_t *fields, json_t **ret_settings,
-                         struct errmsg *e);
+int coolctl_put_settings(const struct coolctl *c, const struct coolctl_assign *a, unsigned n,
+                         json_t **ret_settings, struct errmsg *e);
 
 /* ---- settings.c: arguments and local validation, no I/O ---- */
 
