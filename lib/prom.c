@@ -206,6 +206,19 @@ static int family_names_make(const char *name, enum prom_type type, struct prom_
     return 0;
 }
 
+static const char *type_word(enum prom_format format, enum prom_type type)
+{
+    switch (type) {
+    case PROM_TYPE_COUNTER:
+        return " counter\n";
+    case PROM_TYPE_COUNTER_KEEP_NAME:
+        return format == PROM_FORMAT_OPENMETRICS ? " unknown\n" : " counter\n";
+    case PROM_TYPE_GAUGE:
+    default:
+        return " gauge\n";
+    }
+}
+
 static int family_header(struct prom_writer *w, const struct prom_family_names *f,
                          enum prom_type type, const char *help)
 {
@@ -227,13 +240,14 @@ static int family_header(struct prom_writer *w, const struct prom_family_names *
     if (r >= 0)
         r = buf_puts(w, type_name);
     if (r >= 0)
-        r = buf_puts(w, type == PROM_TYPE_COUNTER ? " counter\n" : " gauge\n");
+        r = buf_puts(w, type_word(w->format, type));
     return r;
 }
 
 int prom_family(struct prom_writer *w, const char *name, enum prom_type type, const char *help)
 {
-    if (!valid_metric_name(name) || (type != PROM_TYPE_GAUGE && type != PROM_TYPE_COUNTER))
+    if (!valid_metric_name(name) || (type != PROM_TYPE_GAUGE && type != PROM_TYPE_COUNTER &&
+                                     type != PROM_TYPE_COUNTER_KEEP_NAME))
         return -EINVAL;
     if (type == PROM_TYPE_COUNTER && strcmp(name, "_total") == 0)
         return -EINVAL;
@@ -335,7 +349,7 @@ int prom_sample(struct prom_writer *w, const char *const *labels, double value)
     int r = check_labels(labels);
     if (r < 0)
         return r;
-    if (w->type == PROM_TYPE_COUNTER && value < 0)
+    if ((w->type == PROM_TYPE_COUNTER || w->type == PROM_TYPE_COUNTER_KEEP_NAME) && value < 0)
         return -ERANGE;
     char v[64];
     format_value(value, v, sizeof(v));

@@ -17,6 +17,11 @@ enum prom_format {
 enum prom_type {
     PROM_TYPE_GAUGE,
     PROM_TYPE_COUNTER,
+    /* A counter whose samples keep the name exactly as given, without "_total", for existing
+     * metric names that dashboards rely on (dcgm-exporter's DCGM_FI_DEV_*). Text 0.0.4 types it
+     * "counter"; OpenMetrics, which requires counter samples to end in _total, types it
+     * "unknown" so the name still survives the scrape. Negative values are rejected. */
+    PROM_TYPE_COUNTER_KEEP_NAME,
 };
 
 /* Chooses the format for an Accept header value (NULL allowed): OpenMetrics only when the

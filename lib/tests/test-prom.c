@@ -105,6 +105,34 @@ static void test_openmetrics_format(void **state)
     }
 }
 
+/* dcgm-exporter's counters have no _total; dashboards query those names, so they must come out
+ * unchanged in both formats, and OpenMetrics must not call them counters (it would add _total). */
+static char *keep_name_exposition(enum prom_format f)
+{
+    struct prom_writer *w = NULL;
+    assert_int_equal(prom_writer_new(f, &w), 0);
+    assert_int_equal(prom_family(w, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+                                 PROM_TYPE_COUNTER_KEEP_NAME, "Energy (in mJ)."),
+                     0);
+    const char *const gpu[] = {"gpu", "0", NULL};
+    assert_int_equal(prom_sample(w, gpu, 123456), 0);
+    assert_int_equal(prom_sample(w, gpu, -1), -ERANGE);
+    return finish(w);
+}
+
+static void test_counter_keep_name(void **state)
+{
+    _cleanup_free_ char *t = keep_name_exposition(PROM_FORMAT_TEXT);
+    assert_string_equal(t, "# HELP DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION Energy (in mJ).\n"
+                           "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n"
+                           "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\"} 123456\n");
+    _cleanup_free_ char *o = keep_name_exposition(PROM_FORMAT_OPENMETRICS);
+    assert_string_equal(o, "# HELP DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION Energy (in mJ).\n"
+                           "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION unknown\n"
+                           "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\"} 123456\n"
+                           "# EOF\n");
+}
+
 static void test_openmetrics_help_quotes(void **state)
 {
     struct prom_writer *w = NULL;
@@ -281,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_text_format),
         cmocka_unit_test(test_openmetrics_format),
         cmocka_unit_test(test_openmetrics_help_quotes),
+        cmocka_unit_test(test_counter_keep_name),
         cmocka_unit_test(test_promtool_accepts_text),
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_validation),
