@@ -7,7 +7,7 @@
  * the documented layout since the library writes into it.
  *
  * NVML_API_FUNCTIONS is the one list of the entry points: the loader builds its function table
- * from it, and the fake library of the tests (gpumon/tests/fake-nvml) checks its definitions
+ * from it, and the fake library of the tests (tests/fake-nvml) checks its definitions
  * against it, so the two cannot drift apart. */
 #pragma once
 

@@ -98,13 +98,15 @@ unit_tests() {
 # tests are independent (own temp dirs, ports, dockerd, users), and mostly wait on real time, so
 # the plain and sanitized runs go side by side.
 declare -A system_pid=()
+# Every component's pytest folder, run in one session (module names must differ between them).
+SYSTEM_TEST_DIRS=$(ls -d coolant/tests/system gpumon/tests/system 2>/dev/null | tr '\n' ' ')
 # An interrupted run takes its background test runs with it (timeout(1) passes the signal on).
 trap 'for p in "${system_pid[@]}"; do kill -TERM "$p" 2>/dev/null; done; exit 130' INT TERM
 system_tests_start() {
     local dir=$1
     rm -f "$dir/system-tests.xml"
     # shellcheck disable=SC2086 # PYTEST_ARGS is a list of words on purpose
-    GPUNODE_BUILD="$ROOT/$dir" timeout 900 "$PYTHON" -m pytest coolant/tests/system \
+    GPUNODE_BUILD="$ROOT/$dir" timeout 1200 "$PYTHON" -m pytest $SYSTEM_TEST_DIRS \
         -q --junitxml="$dir/system-tests.xml" -o junit_family=xunit1 ${PYTEST_ARGS:-} \
         >"$dir/system-tests.log" 2>&1 </dev/null &
     system_pid[$dir]=$!
