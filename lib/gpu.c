@@ -411,9 +411,9 @@ int gpu_reload_mig(struct nvml *n, struct gpu *g, struct errmsg *e)
 {
     if (g->error < 0 || !g->handle)
         return errmsg_set(e, g->error < 0 ? g->error : -ENODEV, "GPU %u cannot be read", g->index);
-    bool enabled;
-    struct gpu_mig *mig;
-    unsigned n_mig;
+    bool enabled = false;
+    struct gpu_mig *mig = NULL;
+    unsigned n_mig = 0;
     int r = mig_read(n, g->handle, &enabled, &mig, &n_mig, e);
     if (r < 0)
         return errmsg_prefix(e, r, "GPU %u", g->index);

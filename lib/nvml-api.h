@@ -137,6 +137,17 @@ typedef struct nvmlMemory_st {
     unsigned long long used;
 } nvmlMemory_t;
 
+/* Version 2 tells the driver's own reservation apart: used is what applications hold, as
+ * nvidia-smi reports it (version 1 counts the reservation as used). */
+typedef struct nvmlMemory_v2_st {
+    unsigned int version; /* nvmlMemory_v2, set by the caller */
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_v2_t;
+#define nvmlMemory_v2 ((unsigned int)(sizeof(nvmlMemory_v2_t) | (2u << 24)))
+
 /* What the _v2/_v3 process queries fill in. */
 typedef struct nvmlProcessInfo_st {
     unsigned int pid;
@@ -242,6 +253,7 @@ typedef struct nvmlDeviceAttributes_st {
     X(nvmlDeviceGetUtilizationRates, nvmlReturn_t,                                                 \
       (nvmlDevice_t device, nvmlUtilization_t * utilization))                                      \
     X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_t * memory))         \
+    X(nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_v2_t * memory))   \
     X(nvmlDeviceGetTemperature, nvmlReturn_t,                                                      \
       (nvmlDevice_t device, nvmlTemperatureSensors_t sensorType, unsigned int *temp))              \
     X(nvmlDeviceGetPowerUsage, nvmlReturn_t, (nvmlDevice_t device, unsigned int *power))           \

@@ -132,6 +132,8 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
     return fake_end(r);
 }
 
+/* The fixture's "used" is what applications hold; the driver's own reservation ("reserved")
+ * counts as used in the version 1 query and separately in version 2, as on a real driver. */
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     struct fake_ctx c;
@@ -142,13 +144,38 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
         return fake_end(r);
     const struct fake_num *total = c.mig ? &c.mig->mem_total : &c.gpu->mem_total;
     const struct fake_num *used = c.mig ? &c.mig->mem_used : &c.gpu->mem_used;
+    unsigned long long reserved = c.mig ? 0 : c.gpu->mem_reserved.v;
     if (!total->set)
         return fake_end(NVML_ERROR_NOT_SUPPORTED);
     memory->total = total->v;
-    memory->used = used->v;
-    memory->free = total->v - used->v;
+    memory->used = used->v + reserved;
+    memory->free = total->v - used->v - reserved;
     return fake_end(NVML_SUCCESS);
 }
+
+#ifndef FAKE_NVML_OLD
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    struct fake_ctx c;
+    nvmlReturn_t r = fake_begin(FC_nvmlDeviceGetMemoryInfo_v2, device, FAKE_MIG_OK, &c);
+    if (r == NVML_SUCCESS && !memory)
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && memory->version != nvmlMemory_v2)
+        r = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (r != NVML_SUCCESS)
+        return fake_end(r);
+    const struct fake_num *total = c.mig ? &c.mig->mem_total : &c.gpu->mem_total;
+    const struct fake_num *used = c.mig ? &c.mig->mem_used : &c.gpu->mem_used;
+    unsigned long long reserved = c.mig ? 0 : c.gpu->mem_reserved.v;
+    if (!total->set)
+        return fake_end(NVML_ERROR_NOT_SUPPORTED);
+    memory->total = total->v;
+    memory->reserved = reserved;
+    memory->used = used->v;
+    memory->free = total->v - used->v - reserved;
+    return fake_end(NVML_SUCCESS);
+}
+#endif
 
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
                                       unsigned int *temp)

@@ -76,7 +76,7 @@ struct fake_gpu {
     bool has_cc;
     int cc_major, cc_minor;
     struct fake_num util_gpu, util_mem;
-    struct fake_num mem_total, mem_used;
+    struct fake_num mem_total, mem_used, mem_reserved; /* used: by applications (v2 sense) */
     struct fake_num temperature, memory_temperature;
     struct fake_num power_usage_mw, power_limit_mw, energy_mj;
     struct fake_num clocks[4]; /* by nvmlClockType_t */

@@ -583,7 +583,7 @@ static int parse_reasons(struct parse *p, const char *w, json_t *v, struct fake_
 static int parse_telemetry(struct parse *p, const char *w, json_t *v, struct fake_gpu *g)
 {
     static const char *const util_keys[] = {"gpu", "memory", NULL};
-    static const char *const mem_keys[] = {"total", "used", NULL};
+    static const char *const mem_keys[] = {"total", "used", "reserved", NULL};
     static const char *const clock_keys[] = {"graphics", "sm", "mem", "video", NULL};
     static const char *const ecc_keys[] = {"sbe_volatile",  "dbe_volatile", "sbe_aggregate",
                                            "dbe_aggregate", "enabled",      NULL};
@@ -609,16 +609,18 @@ static int parse_telemetry(struct parse *p, const char *w, json_t *v, struct fak
         if (get_num(p, w, v, plain[i].key, plain[i].max, plain[i].n) < 0)
             return -EINVAL;
     struct fake_num *util[] = {&g->util_gpu, &g->util_mem};
-    struct fake_num *mem[] = {&g->mem_total, &g->mem_used};
+    struct fake_num *mem[] = {&g->mem_total, &g->mem_used, &g->mem_reserved};
     struct fake_num *clk[] = {&g->clocks[0], &g->clocks[1], &g->clocks[2], &g->clocks[3]};
     struct fake_num *ecc[] = {&g->ecc_sbe_vol, &g->ecc_dbe_vol, &g->ecc_sbe_agg, &g->ecc_dbe_agg};
     if (parse_group(p, w, v, "utilization", util_keys, 100, util, true) < 0 ||
-        parse_group(p, w, v, "memory", mem_keys, 1ULL << 50, mem, true) < 0 ||
+        parse_group(p, w, v, "memory", mem_keys, 1ULL << 50, mem, false) < 0 ||
         parse_group(p, w, v, "clocks", clock_keys, 100000, clk, false) < 0 ||
         parse_reasons(p, w, v, g) < 0)
         return -EINVAL;
-    if (g->mem_total.set && g->mem_used.v > g->mem_total.v)
-        return fail(p, w, "memory.used is larger than memory.total");
+    if (json_object_get(v, "memory") && (!g->mem_total.set || !g->mem_used.set))
+        return fail(p, w, "memory needs \"total\" and \"used\" (bytes)");
+    if (g->mem_total.set && g->mem_used.v + g->mem_reserved.v > g->mem_total.v)
+        return fail(p, w, "memory.used + memory.reserved is larger than memory.total");
 
     json_t *e = json_object_get(v, "ecc");
     char we[128];

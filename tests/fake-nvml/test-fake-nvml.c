@@ -704,6 +704,30 @@ static void test_events_per_set(void **state)
     assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
 }
 
+/* The driver's reservation: used in version 1, apart in version 2; free the same in both. */
+static void test_memory_reserved(void **state)
+{
+    nvmlMemory_t m1;
+    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+    const char *path = write_fixture(
+        "reserved.json",
+        "{\"gpus\": [" GPU_JSON(
+            "0", "\"memory\": {\"total\": 1000, \"used\": 300, \"reserved\": 50}") "]}");
+    assert_int_equal(init_with(path), NVML_SUCCESS);
+    assert_int_equal(api.nvmlDeviceGetMemoryInfo(handle(0), &m1), NVML_SUCCESS);
+    assert_int_equal(m1.used, 350);
+    assert_int_equal(m1.free, 650);
+    assert_int_equal(api.nvmlDeviceGetMemoryInfo_v2(handle(0), &m2), NVML_SUCCESS);
+    assert_int_equal(m2.total, 1000);
+    assert_int_equal(m2.used, 300);
+    assert_int_equal(m2.reserved, 50);
+    assert_int_equal(m2.free, 650);
+    nvmlMemory_v2_t bad = {.version = 1};
+    assert_int_equal(api.nvmlDeviceGetMemoryInfo_v2(handle(0), &bad),
+                     NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
+}
+
 static void test_reread(void **state)
 {
     unsigned t, n;
@@ -989,7 +1013,7 @@ static void scenario_gpu_lost(void **state)
     assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
 }
 
-/* The old driver lacks exactly the seven newer entry points and still works. */
+/* The old driver lacks exactly the eight newer entry points and still works. */
 static void scenario_old(void **state)
 {
     unsigned t;
@@ -1001,6 +1025,7 @@ static void scenario_old(void **state)
     assert_null(api.nvmlDeviceGetGraphicsRunningProcesses_v3);
     assert_null(api.nvmlDeviceGetGpuInstanceProfileInfoV);
     assert_null(api.nvmlSystemGetCudaDriverVersion_v2);
+    assert_null(api.nvmlDeviceGetMemoryInfo_v2);
     int present = 0;
 #define COUNT_SYM(name, ret, params) present += api.name != NULL;
     NVML_API_FUNCTIONS(COUNT_SYM)
@@ -1009,7 +1034,7 @@ static void scenario_old(void **state)
 #define COUNT_ALL(name, ret, params) all++;
     NVML_API_FUNCTIONS(COUNT_ALL)
 #undef COUNT_ALL
-    assert_int_equal(present, all - 7);
+    assert_int_equal(present, all - 8);
     assert_int_equal(init_with(fixture("consumer-1gpu.json")), NVML_SUCCESS);
     assert_int_equal(api.nvmlDeviceGetTemperature(handle(0), NVML_TEMPERATURE_GPU, &t),
                      NVML_SUCCESS);
@@ -1060,6 +1085,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_dgx_mig),
         cmocka_unit_test(test_dgx_gpu_instances),
         cmocka_unit_test(test_dgx_mig_processes),
+        cmocka_unit_test(test_memory_reserved),
         cmocka_unit_test(test_energy_grows),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_events_per_set),
