@@ -1,0 +1,89 @@
+#!/bin/bash
+# make-bundle.sh BUILD OUTDIR: packs gpumon for the GPU machine, which has a driver but neither
+# meson nor the Debian libraries gpumon links (libmicrohttpd, jansson, inih, curl, ...).
+#
+# OUTDIR gets
+#   bin/gpumon, bin/fake-nvidia-smi (if built)  the programs
+#   lib/                       every shared library ldd names for them except glibc's own
+#                              (glibc there is newer and must be the one that runs; mixing two
+#                              glibcs' parts fails at load time) and except libnvidia-ml, which is
+#                              dlopen()ed from the machine's driver anyway
+#   check-gpu.sh, gpumonbench.py, MANIFEST   the check, the benchmark harness, what went in
+# Run it here, from anywhere; put OUTDIR inside the checkout under an ignored name (build-*) so
+# the device tool can carry it, e.g.
+#   gpumon/tests/gpu/make-bundle.sh build-rel build-gpu-bundle
+set -euo pipefail
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 BUILD OUTDIR" >&2
+    exit 2
+fi
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+build=$(cd "$1" && pwd)
+out=$2
+gpumon=$build/gpumon/gpumon
+smi=$build/bench/gpumon/fake-nvidia-smi
+
+if [ ! -x "$gpumon" ]; then
+    echo "make-bundle: $gpumon not built (ninja -C $1)" >&2
+    exit 1
+fi
+if ldd "$gpumon" | grep -q 'libasan\|libubsan'; then
+    # A sanitizer runtime would have to travel too, and its reports are not what this check is
+    # about; the bundle is for a plain (ideally release) build.
+    echo "make-bundle: $gpumon is a sanitizer build; bundle a plain build" >&2
+    exit 1
+fi
+
+rm -rf -- "$out"
+mkdir -p "$out/bin" "$out/lib"
+cp "$gpumon" "$out/bin/gpumon"
+[ -x "$smi" ] && cp "$smi" "$out/bin/fake-nvidia-smi"
+
+# glibc's libraries (Debian 12 ships glibc 2.36; the machine's is at least that): never copied.
+is_glibc() {
+    case "$1" in
+    ld-linux*.so.* | libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | \
+        libresolv.so.* | libanl.so.* | libutil.so.* | libnss_*.so.* | libmvec.so.* | \
+        libBrokenLocale.so.* | libthread_db.so.* | libc_malloc_debug.so.*)
+        return 0
+        ;;
+    esac
+    return 1
+}
+
+: >"$out/MANIFEST"
+for prog in "$out"/bin/*; do
+    # ldd lists the whole closure (dependencies of dependencies too), one "soname => path" each.
+    while read -r soname arrow path _; do
+        [ "$arrow" = "=>" ] || continue
+        case "$path" in /*) ;; *)
+            echo "make-bundle: $prog: $soname not found by ldd" >&2
+            exit 1
+            ;;
+        esac
+        is_glibc "$soname" && continue
+        case "$soname" in libnvidia-ml.so*) continue ;; esac
+        if [ ! -e "$out/lib/$soname" ]; then
+            # Copied under its soname, the name the loader looks for, following symlinks.
+            cp -L "$path" "$out/lib/$soname"
+            echo "$soname $path" >>"$out/MANIFEST"
+        fi
+    done < <(ldd "$prog")
+done
+
+cp "$repo/gpumon/tests/gpu/check-gpu.sh" "$out/check-gpu.sh"
+cp "$repo/bench/gpumon/gpumonbench.py" "$out/gpumonbench.py"
+chmod 755 "$out/check-gpu.sh"
+{
+    echo "# built from $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?') in $build"
+    echo "# buildtype $(/usr/bin/python3 -c 'import json,sys
+print(next((o["value"] for o in json.load(open(sys.argv[1])) if o["name"] == "buildtype"), "?"))' \
+        "$build/meson-info/intro-buildoptions.json" 2>/dev/null || echo '?')"
+    echo "# $(LC_ALL=C ldd --version | head -n 1)"
+    # The newest glibc symbol version anything in the bundle needs: the machine's glibc must
+    # be at least that.
+    echo "# needs $(for f in "$out"/bin/* "$out"/lib/*; do objdump -T "$f"; done |
+        grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n 1)"
+} >>"$out/MANIFEST"
+echo "make-bundle: $(find "$out/lib" -type f | wc -l) libraries, $(du -sh "$out" | cut -f1) in $out"
