@@ -363,7 +363,7 @@ static int render_process(struct render *r, struct family *f, unsigned gpu,
         "process",   label_copy(comm, sizeof(comm), p->comm),
         "user",      label_copy(user, sizeof(user), p->user),
         "container", label_copy(container, sizeof(container), p->container),
-        "job",       label_copy(job, sizeof(job), p->job),
+        "hpc_job",   label_copy(job, sizeof(job), p->job),
         NULL,
     };
     const char *labels[LABELS_MAX];

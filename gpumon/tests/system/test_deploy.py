@@ -453,9 +453,9 @@ def gpumon_exposition(now):
         lines += [f"gpumon_xid_errors_total{gpu_labels(0, xid=xid)} {count}",
                   f"gpumon_xid_last_seen_timestamp_seconds{gpu_labels(0, xid=xid)} {now:.0f}"]
     proc = dict(pid="101", process="python3", user="root", container="capsule://demo",
-                job="gpuq://42")
+                hpc_job="gpuq://42")
     lines.append(f"gpumon_process_memory_bytes{gpu_labels(0, **proc)} 1048576000")
-    proc = dict(pid="102", process="bash", user="alice", container="", job="")
+    proc = dict(pid="102", process="bash", user="alice", container="", hpc_job="")
     lines.append(f"gpumon_process_memory_bytes{gpu_labels(1, ('3g.71gb', '1'), **proc)} 314572800")
     return "\n".join(lines) + "\n"
 
@@ -649,14 +649,14 @@ def test_e2e_dashboard_queries_return_data(prometheus):
 
 
 def test_e2e_process_table_shows_the_job(prometheus):
-    """gpumon's job label (the workload's job) clashes with the scrape job: Prometheus keeps
-    it as exported_job, which the dashboard's table shows as its job column."""
+    """The workload's job is gpumon's hpc_job label, kept apart from the scrape job; the
+    dashboard's table shows it as its job column."""
     procs = {r["metric"]["pid"]: r["metric"]
              for r in prometheus.query("gpumon_process_memory_bytes")}
     assert procs["101"]["job"] == "gpumon"
-    assert procs["101"]["exported_job"] == "gpuq://42"
-    assert "exported_job" not in procs["102"]  # gpumon's empty label is no label
+    assert procs["101"]["hpc_job"] == "gpuq://42"
+    assert "hpc_job" not in procs["102"]  # gpumon's empty label is no label
     table = next(p for p in all_panels(dashboard()) if p["title"] == "GPU processes")
     organize = next(t for t in table["transformations"] if t["id"] == "organize")["options"]
-    assert organize["renameByName"]["exported_job"] == "job"
+    assert organize["renameByName"]["hpc_job"] == "job"
     assert organize["excludeByName"]["job"] is True

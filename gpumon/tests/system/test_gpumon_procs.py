@@ -68,8 +68,8 @@ def test_processes_attributed_to_user_container_and_job(gpumon, spawn, test_user
                       and process_series(s, other.pid)[0] is not None)
     labels, value = process_series(s, job.pid)
     assert value == 3 * GIB
-    assert {k: labels[k] for k in ("process", "user", "container", "job")} == {
-        "process": "sleep", "user": "root", "container": "capsule://demo", "job": "gpuq://42"
+    assert {k: labels[k] for k in ("process", "user", "container", "hpc_job")} == {
+        "process": "sleep", "user": "root", "container": "capsule://demo", "hpc_job": "gpuq://42"
     }, labels
     assert labels["UUID"] == fx["gpus"][0]["uuid"] and labels["Hostname"] == "testhost"
 
@@ -78,7 +78,7 @@ def test_processes_attributed_to_user_container_and_job(gpumon, spawn, test_user
     # the process's whole usage in each list, so it counts once, as nvidia-smi shows it.
     assert value == GIB, f"{value} bytes: a C+G process's memory counted twice"
     assert labels["user"] == test_user.pw_name, labels
-    assert labels["process"] == "sleep" and labels["container"] == "" and labels["job"] == ""
+    assert labels["process"] == "sleep" and labels["container"] == "" and labels["hpc_job"] == ""
 
     # NVML did not know the memory of the third process: no series rather than a made-up 0.
     assert process_series(s, gu.HIDDEN_PID_BASE) == (None, None)
@@ -117,7 +117,7 @@ def test_process_attribution_from_proc_root(gpumon, workdir):
     assert (labels["process"], labels["container"], labels["user"]) == (
         "python3", f"docker://{docker_id[:12]}", "root"), labels
     labels, _ = process_series(s, 4343)
-    assert (labels["process"], labels["job"]) == ("train", "slurm://9876"), labels
+    assert (labels["process"], labels["hpc_job"]) == ("train", "slurm://9876"), labels
 
 
 def test_xid_events_counted_per_xid(gpumon):
