@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs, builds and starts the gpunode cooling stack on this machine:
-#   dependencies -> build/ -> meson install (/usr/local) -> /etc/coold/coold.conf (written when
-#   missing) -> coolsim (unless a real controller is configured) + coold. Under systemd the units
-#   in deploy/systemd/ are installed and started; otherwise the programs run in the background
-#   with logs in /var/log/coold/ and pid files in /run/coold/.
+# Installs, builds and starts the gpunode stack on this machine:
+#   dependencies -> build/ -> meson install (/usr/local) -> /etc/coold/coold.conf and
+#   /etc/gpumon/gpumon.conf (written when missing) -> coolsim (unless a real controller is
+#   configured) + coold, and gpumon (GPU telemetry on :9400). Under systemd the units in
+#   deploy/systemd/ are installed and started; otherwise the programs run in the background with
+#   logs in /var/log/coold/ and /var/log/gpumon/, pid files in /run/coold/ and /run/gpumon/.
 #
 #   scripts/quickstart.sh              start (again: restarts coold and coolsim, new binaries)
 #   scripts/quickstart.sh demo         watch a simulated pump failure end in a clean stop
@@ -19,7 +20,8 @@
 #
 # QUICKSTART_ROOT=/tmp/x puts everything (install, /etc, /var/log, /var/lib, /run) under that
 # dir, never uses systemd, starts no Docker Engine but the demo's (its files under the dir too),
-# and takes the metrics port from COOLD_METRICS_LISTEN: for trying and testing the script.
+# and takes the metrics ports from COOLD_METRICS_LISTEN and GPUMON_LISTEN: for trying and
+# testing the script.
 # QUICKSTART_BUILD=DIR builds and installs from DIR (default build/, prefix /usr/local);
 # QUICKSTART_SKIP_DEPS=1 skips scripts/install-deps.sh.
 set -euo pipefail
@@ -38,6 +40,12 @@ SIM_LINK=/run/coolsim/ttyCOOL0
 [ -z "$R" ] || SIM_LINK=$SIMDIR/ttyCOOL0
 METRICS=${COOLD_METRICS_LISTEN:-127.0.0.1:9420}
 SCENARIO=${COOLSIM_SCENARIO:-normal}
+# gpumon: GPU telemetry. Without a GPU or driver it still serves /metrics, with gpumon_up 0 and
+# the reason; GPUMON_LISTEN only goes into a new /etc/gpumon/gpumon.conf.
+GPUMON_ETC=$R/etc/gpumon
+GPUMON_LOGDIR=$R/var/log/gpumon
+GPUMON_RUNDIR=$R/run/gpumon
+GPUMON_LISTEN=${GPUMON_LISTEN:-:9400}
 PYTHON=/usr/bin/python3
 
 # The demo's private Docker Engine, its container, and the shutdown command of simulator mode.
@@ -271,14 +279,59 @@ stop_stack() {
     fi
 }
 
+# ---- gpumon ----
+
+# gpumon keeps its pid file and log in its own folders.
+stop_gpumon_bg() { RUNDIR=$GPUMON_RUNDIR LOGDIR=$GPUMON_LOGDIR stop_bg gpumon; }
+start_gpumon_bg() {
+    RUNDIR=$GPUMON_RUNDIR LOGDIR=$GPUMON_LOGDIR start_bg gpumon "$BIN/gpumon" \
+        --config "$GPUMON_ETC/gpumon.conf"
+}
+
+gpumon_conf_get() { sed -n "s/^$1 *= *//p" "$GPUMON_ETC/gpumon.conf" | head -n 1; }
+
+write_gpumon_config() {
+    mkdir -p "$GPUMON_ETC"
+    sed -e "s|^listen = .*|listen = $GPUMON_LISTEN|" deploy/gpumon.conf.example \
+        >"$GPUMON_ETC/gpumon.conf.new"
+    mv "$GPUMON_ETC/gpumon.conf.new" "$GPUMON_ETC/gpumon.conf"
+    say "wrote $GPUMON_ETC/gpumon.conf (listen $GPUMON_LISTEN)"
+}
+
+# The address to scrape gpumon at: an empty host (all addresses) is reached on loopback.
+gpumon_url() {
+    local l
+    l=$(gpumon_conf_get listen)
+    [ "${l#:}" = "$l" ] || l=127.0.0.1$l
+    echo "http://$l/metrics"
+}
+
+# Waits up to 10 s for gpumon's first answer, then says whether it sees GPUs.
+report_gpumon() {
+    local url out
+    url=$(gpumon_url)
+    for _ in $(seq 50); do
+        out=$(curl -sf --max-time 2 "$url" 2>/dev/null) && break
+        sleep 0.2
+    done
+    if [ -z "${out:-}" ]; then
+        say "gpumon is not answering on $url yet; see its log"
+    elif grep -q '^gpumon_up 1' <<<"$out"; then
+        say "gpumon: $(sed -n 's/^gpumon_gpus //p' <<<"$out") GPU(s) on $url"
+    else
+        say "gpumon: no GPUs to watch here ($(sed -n 's/^gpumon_last_error_info{reason="\(.*\)"} 1$/\1/p' <<<"$out" | head -n 1)); it picks them up when a driver appears"
+    fi
+}
+
 # ---- stop ----
 
 quickstart_stop() {
     if use_systemd; then
-        systemctl stop coold.service coolsim.service gpunode-demo-docker.service 2>/dev/null ||
-            true
-        say "stopped coold.service, coolsim.service and gpunode-demo-docker.service"
+        systemctl stop gpumon.service coold.service coolsim.service \
+            gpunode-demo-docker.service 2>/dev/null || true
+        say "stopped gpumon.service, coold.service, coolsim.service and gpunode-demo-docker.service"
     else
+        stop_gpumon_bg
         stop_bg coold
         stop_bg coolsim
         # dockerd stops the demo container first (it checkpoints), then itself.
@@ -532,10 +585,11 @@ say "building $BUILD/"
 ninja -C "$BUILD" >/dev/null || ninja -C "$BUILD"
 DESTDIR=$R meson install -C "$BUILD" --no-rebuild --quiet
 install -D -m 0755 deploy/coolant-demo-halt "$DEMO_HALT"
-say "installed coold, coolctl, coolsim, coolant-demo-halt under $R/usr/local"
+say "installed coold, coolctl, coolsim, gpumon, coolant-demo-halt under $R/usr/local"
 
 # ---- 2. configuration ----
 mkdir -p "$ETC/hooks.d" "$LOGDIR"
+[ -f "$GPUMON_ETC/gpumon.conf" ] || write_gpumon_config
 if [ ! -f "$ETC/coold.conf" ]; then
     write_config
 elif [ -n "${COOLD_DEVICE:-}" ] && [ "$(conf_get device)" != "$COOLD_DEVICE" ]; then
@@ -573,7 +627,11 @@ if use_systemd; then
     fi
     systemctl enable --quiet coold.service
     systemctl restart coold.service
-    say "started with systemd: coold.service$([ $simulated = no ] || echo ', coolsim.service, gpunode-demo-docker.service')"
+    install -m 0644 deploy/systemd/gpumon.service /etc/systemd/system/
+    systemctl daemon-reload
+    systemctl enable --quiet gpumon.service
+    systemctl restart gpumon.service
+    say "started with systemd: gpumon.service, coold.service$([ $simulated = no ] || echo ', coolsim.service, gpunode-demo-docker.service')"
 else
     if [ -z "$R" ] && [ $simulated = no ] && ! engine_up /run/docker.sock; then
         start_bg dockerd dockerd
@@ -589,20 +647,23 @@ else
     stop_bg coolsim
     [ $simulated = no ] || start_coolsim_bg "$SCENARIO"
     start_bg coold "$SBIN/coold" --config "$ETC/coold.conf"
+    stop_gpumon_bg
+    start_gpumon_bg
 fi
 
 # ---- 4. wait, then tell how to look ----
 wait_for_coold || true
 coolctl status || say "coold is not answering yet; see its log"
+report_gpumon
 
 ctl="coolctl"
 [ "$socket" = /run/coold/coold.sock ] || ctl="coolctl --socket $socket"
 [ -z "$R" ] || ctl="$BIN/$ctl"
 rerun="${R:+QUICKSTART_ROOT=$R }$0"
 if use_systemd; then
-    logs="journalctl -u coold -u coolsim -f"
+    logs="journalctl -u coold -u coolsim -u gpumon -f"
 else
-    logs="tail -f $LOGDIR/coold.log $LOGDIR/coolsim.log"
+    logs="tail -f $LOGDIR/coold.log $LOGDIR/coolsim.log $GPUMON_LOGDIR/gpumon.log"
 fi
 cat <<EOF
 
@@ -610,6 +671,7 @@ Running. Look at it:
   $ctl status        # controller, temperatures, pumps, safety state
   $ctl events        # alarms, link changes, shutdown stages
   curl -s http://$listen/metrics | grep ^coold_
+  curl -s $(gpumon_url) | grep -E '^(gpumon_up|DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED)'
   $logs
 
 Rehearse the emergency stop: every stage runs, but no container is stopped, no HALT is sent

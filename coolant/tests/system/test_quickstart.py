@@ -44,7 +44,10 @@ class Quickstart:
             "QUICKSTART_BUILD": str(sysutil.build_dir()),
             "QUICKSTART_SKIP_DEPS": "1",
             "COOLD_METRICS_LISTEN": f"127.0.0.1:{sysutil.free_port()}",
+            "GPUMON_LISTEN": f"127.0.0.1:{sysutil.free_port()}",
         }
+        # No fake driver on the library path: this machine has no GPU, as a fresh one has none.
+        self.gpumon_port = int(self.env["GPUMON_LISTEN"].rsplit(":", 1)[1])
         self.socket = root / "run/coold/coold.sock"
         self.demo_socket = root / "run/gpunode-demo/docker.sock"
         self.conf = root / "etc/coold/coold.conf"
@@ -87,7 +90,9 @@ class Quickstart:
 
     def logs(self):
         out = []
-        for log in sorted((self.root / "var/log/coold").glob("*.log")):
+        logs = [*(self.root / "var/log/coold").glob("*.log"),
+                *(self.root / "var/log/gpumon").glob("*.log")]
+        for log in sorted(logs):
             out.append(f"--- {log.name} ---\n" + "\n".join(log.read_text(errors="replace")
                                                           .splitlines()[-30:]))
         return "\n".join(out)
@@ -131,6 +136,15 @@ def test_quickstart_demo_ends_in_a_clean_stop(quickstart):
     first = qs.container()
     assert first["State"]["Running"], first["State"]
     assert f"QUICKSTART_ROOT={qs.root} {QUICKSTART} demo" in out, out
+    # gpumon runs beside coold: without a GPU it says why, on /metrics and in the script's output.
+    metrics = sysutil.parse_metrics(sysutil.scrape(qs.gpumon_port).text())
+    assert sysutil.metric(metrics, "gpumon_up") == 0, metrics
+    reasons = [dict(labels)["reason"]
+               for labels in sysutil.metric_series(metrics, "gpumon_last_error_info")]
+    assert reasons and "libnvidia-ml.so.1" in reasons[0], reasons
+    assert "gpumon: no GPUs to watch here (" in out and "libnvidia-ml.so.1" in out, out
+    assert (qs.root / "etc/gpumon/gpumon.conf").read_text().count(
+        f"listen = 127.0.0.1:{qs.gpumon_port}") == 1
 
     # Idempotent: a second run keeps the configuration and the running demo container.
     conf = qs.conf.read_text()
