@@ -116,6 +116,9 @@ struct sampler {
 /* How long a re-load waits for the slow fields of the new model before it publishes without
  * them; a driver stuck in a slow call must not stop the fast snapshots. */
 #define RELOAD_SLOW_WAIT_S 2
+/* A lost GPU usually stays lost until a reset or a reboot, and every re-open pauses sampling and
+ * XID events for a moment; so re-opens for a lost GPU back off, doubling up to this. */
+#define LOST_RETRY_MAX_S 300.0
 
 /* ---- time ---- */
 
@@ -860,24 +863,33 @@ static void start_events(struct sampler *s)
     pthread_rwlock_unlock(&s->model_lock);
 }
 
-/* True when NVML should be opened again: it is down, a GPU was lost, or the GPU count changed
- * (a GPU back after a reset, or hot-plugged). */
-static bool needs_reload(struct sampler *s)
+enum reload_why {
+    RELOAD_NO,
+    RELOAD_DOWN,  /* NVML is not open */
+    RELOAD_LOST,  /* a GPU was lost */
+    RELOAD_COUNT, /* the GPU count changed: a GPU back after a reset, or hot-plugged */
+};
+
+/* Whether NVML should be opened again, and why. */
+static enum reload_why reload_why(struct sampler *s)
 {
     pthread_rwlock_rdlock(&s->model_lock);
     const struct model *m = &s->m;
-    bool need = !m->nvml;
-    for (unsigned i = 0; !need && i < m->list->n; i++)
-        need = atomic_load(&m->state[i].lost);
-    if (!need) {
+    enum reload_why why = m->nvml ? RELOAD_NO : RELOAD_DOWN;
+    for (unsigned i = 0; why == RELOAD_NO && i < m->list->n; i++)
+        if (atomic_load(&m->state[i].lost))
+            why = RELOAD_LOST;
+    /* A lost GPU may have come back under a new count: look at the count in any case. */
+    if (why != RELOAD_DOWN) {
         unsigned count = 0;
         nvmlReturn_t r = nvml_api(m->nvml)->nvmlDeviceGetCount_v2(&count);
         if (r != NVML_SUCCESS)
             atomic_fetch_add(&s->errors, 1);
-        need = r != NVML_SUCCESS || count != m->list->n;
+        if (r != NVML_SUCCESS || count != m->list->n)
+            why = RELOAD_COUNT;
     }
     pthread_rwlock_unlock(&s->model_lock);
-    return need;
+    return why;
 }
 
 /* Replaces the model. The events thread holds NVML handles, so it is stopped first and
@@ -915,19 +927,39 @@ static void reload(struct sampler *s)
 
 /* ---- threads ---- */
 
+/* When to re-open NVML for a lost GPU next, and how long to wait after that. */
+struct lost_retry {
+    double at;
+    double wait;
+};
+
+static void rescan(struct sampler *s, double now, struct lost_retry *lr)
+{
+    enum reload_why why = reload_why(s);
+    if (why != RELOAD_LOST)
+        *lr = (struct lost_retry){.at = 0, .wait = s->rescan_interval};
+    if (why == RELOAD_NO || (why == RELOAD_LOST && now < lr->at))
+        return;
+    reload(s);
+    if (why == RELOAD_LOST) {
+        lr->at = now + lr->wait;
+        lr->wait = fmin(lr->wait * 2, fmax(LOST_RETRY_MAX_S, s->rescan_interval));
+    }
+}
+
 static void *fast_main(void *userdata)
 {
     struct sampler *s = userdata;
-    double tick = mono_now(), rescan = tick + s->rescan_interval;
+    double tick = mono_now(), next_rescan = tick + s->rescan_interval;
+    struct lost_retry lr = {.at = 0, .wait = s->rescan_interval};
     for (;;) {
         tick = next_tick(tick, s->interval, mono_now());
         if (wait_until(s, tick, NULL))
             return NULL;
         double now = mono_now();
-        if (now >= rescan) {
-            rescan = next_tick(rescan, s->rescan_interval, now);
-            if (needs_reload(s))
-                reload(s);
+        if (now >= next_rescan) {
+            next_rescan = next_tick(next_rescan, s->rescan_interval, now);
+            rescan(s, now, &lr);
         }
         (void)fast_pass(s);
     }
