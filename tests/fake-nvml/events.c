@@ -2,9 +2,11 @@
  *
  * The fixture's "events" (and the XID 79 of a lost GPU) become due at their "at". Each event set
  * delivers each due event once, for the GPUs registered on it, earliest first. Unlike on a real
- * driver, an event that became due before the registration is still delivered: a test can add an
- * event with "at": 0 to a running daemon's fixture and see it arrive. */
+ * driver, an event that became due before the set was created is still delivered on it: a test
+ * can add an event with "at": 0 to a running daemon's fixture and see it arrive. (So a consumer
+ * that makes a new set after re-opening NVML sees old events again here, never on a driver.) */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -13,8 +15,9 @@
 
 /* XID 79: "GPU has fallen off the bus", what the driver reports when a GPU is lost. */
 #define XID_FALLEN_OFF_BUS 79
-/* How long nvmlEventSetWait_v2 sleeps between looks; short enough for tests, no busy loop. */
-#define WAIT_STEP_NS (5 * 1000 * 1000L)
+/* The longest nvmlEventSetWait_v2 sleeps between looks: the fixture's re-read interval, so an
+ * event a rewrite adds arrives about as soon as the re-read sees it. Due events wake it at once. */
+#define WAIT_STEP_NS (100 * 1000 * 1000L)
 
 /* An event already delivered on a set, by content, so that it survives fixture re-reads. */
 struct event_key {
@@ -64,6 +67,25 @@ nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long
     if (r == NVML_SUCCESS)
         *eventTypes = supported_types(c.gpu);
     return fake_end(r);
+}
+
+/* Calls f for every event of the fixture, the XID 79 of lost GPUs included. */
+static void each_event(const struct fake_ctx *c, void (*f)(const struct event_key *k, void *data),
+                       void *data)
+{
+    for (unsigned i = 0; i < c->fx->n_gpus; i++) {
+        const struct fake_gpu *g = &c->fx->gpus[i];
+        for (size_t e = 0; e < g->n_events; e++) {
+            const struct fake_event *ev = &g->events[e];
+            struct event_key k = {i, ev->at, ev->xid, ev->gi, ev->ci};
+            f(&k, data);
+        }
+        if (g->lost_at >= 0) {
+            struct event_key k = {i, g->lost_at, XID_FALLEN_OFF_BUS, NVML_INSTANCE_ID_NONE,
+                                  NVML_INSTANCE_ID_NONE};
+            f(&k, data);
+        }
+    }
 }
 
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
@@ -127,39 +149,34 @@ static bool was_delivered(const struct nvmlEventSet_st *s, const struct event_ke
     return false;
 }
 
-/* Considers candidate k: keeps it in *best if it is due, new to the set and earlier. */
-static void consider(const struct nvmlEventSet_st *s, const struct event_key *k, double now,
-                     struct event_key *best, bool *found)
+struct search {
+    const struct nvmlEventSet_st *set;
+    double now;
+    bool found;
+    struct event_key best; /* the earliest due, undelivered event */
+    double next_at;        /* the earliest undelivered event not yet due; INFINITY if none */
+};
+
+static void consider(const struct event_key *k, void *data)
 {
-    if (k->at > now || was_delivered(s, k))
+    struct search *q = data;
+    if (!(q->set->types[k->gpu] & nvmlEventTypeXidCriticalError) || was_delivered(q->set, k))
         return;
-    if (!*found || k->at < best->at) {
-        *best = *k;
-        *found = true;
+    if (k->at > q->now) {
+        if (k->at < q->next_at)
+            q->next_at = k->at;
+    } else if (!q->found || k->at < q->best.at) {
+        q->best = *k;
+        q->found = true;
     }
 }
 
-/* The earliest due, undelivered event for the set. Lock held. */
-static bool next_event(const struct nvmlEventSet_st *s, const struct fake_ctx *c,
-                       struct event_key *ret)
+/* Looks for the earliest due, undelivered event of the set. Lock held. */
+static struct search next_event(const struct nvmlEventSet_st *set, const struct fake_ctx *c)
 {
-    bool found = false;
-    for (unsigned i = 0; i < c->fx->n_gpus; i++) {
-        const struct fake_gpu *g = &c->fx->gpus[i];
-        if (!(s->types[i] & nvmlEventTypeXidCriticalError))
-            continue;
-        for (size_t e = 0; e < g->n_events; e++) {
-            const struct fake_event *ev = &g->events[e];
-            struct event_key k = {i, ev->at, ev->xid, ev->gi, ev->ci};
-            consider(s, &k, c->now, ret, &found);
-        }
-        if (g->lost_at >= 0) {
-            struct event_key k = {i, g->lost_at, XID_FALLEN_OFF_BUS, NVML_INSTANCE_ID_NONE,
-                                  NVML_INSTANCE_ID_NONE};
-            consider(s, &k, c->now, ret, &found);
-        }
-    }
-    return found;
+    struct search q = {.set = set, .now = c->now, .next_at = INFINITY};
+    each_event(c, consider, &q);
+    return q;
 }
 
 static nvmlReturn_t mark_delivered(struct nvmlEventSet_st *s, const struct event_key *k)
@@ -176,36 +193,42 @@ static nvmlReturn_t mark_delivered(struct nvmlEventSet_st *s, const struct event
     return NVML_SUCCESS;
 }
 
-/* One look at the set: SUCCESS with *data filled, TIMEOUT for nothing due, or an error. */
-static nvmlReturn_t poll_once(nvmlEventSet_t set, nvmlEventData_t *data)
+/* One look at the set: SUCCESS with *data filled, TIMEOUT for nothing due (*ret_wait_s: how long
+ * until the next event is due, INFINITY if none), or an error. */
+static nvmlReturn_t poll_once(nvmlEventSet_t set, nvmlEventData_t *data, double *ret_wait_s)
 {
     struct fake_ctx c;
-    struct event_key k;
     nvmlReturn_t r = fake_begin_plain(&c);
     if (r == NVML_SUCCESS && (!set_is_live(set) || !data))
         r = NVML_ERROR_INVALID_ARGUMENT;
     if (r != NVML_SUCCESS)
         return fake_end(r);
-    if (!next_event(set, &c, &k))
+    struct search q = next_event(set, &c);
+    *ret_wait_s = q.next_at - c.now;
+    if (!q.found)
         return fake_end(NVML_ERROR_TIMEOUT);
-    r = mark_delivered(set, &k);
+    const struct event_key *k = &q.best;
+    r = mark_delivered(set, k);
     if (r == NVML_SUCCESS)
         *data = (nvmlEventData_t){
-            .device = fake_gpu_handle(k.gpu),
+            .device = fake_gpu_handle(k->gpu),
             .eventType = nvmlEventTypeXidCriticalError,
-            .eventData = k.xid,
-            .gpuInstanceId = k.gi,
-            .computeInstanceId = k.ci,
+            .eventData = k->xid,
+            .gpuInstanceId = k->gi,
+            .computeInstanceId = k->ci,
         };
     return fake_end(r);
 }
 
+/* Sleeps until the next event is due, the timeout ends, or the next fixture re-read, whichever
+ * comes first: a real driver blocks in the kernel, so the fake must not spin either. */
 nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
 {
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
-        nvmlReturn_t r = poll_once(set, data);
+        double wait_s;
+        nvmlReturn_t r = poll_once(set, data, &wait_s);
         if (r != NVML_ERROR_TIMEOUT)
             return r;
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -214,7 +237,10 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
             ((now.tv_sec - start.tv_sec) * 1000000000LL + (now.tv_nsec - start.tv_nsec));
         if (left_ns <= 0)
             return NVML_ERROR_TIMEOUT;
-        struct timespec step = {0, left_ns < WAIT_STEP_NS ? (long)left_ns : WAIT_STEP_NS};
+        long long step_ns = left_ns < WAIT_STEP_NS ? left_ns : WAIT_STEP_NS;
+        if (wait_s * 1e9 < (double)step_ns)
+            step_ns = wait_s > 0 ? (long long)(wait_s * 1e9) + 1 : 1;
+        struct timespec step = {step_ns / 1000000000LL, step_ns % 1000000000LL};
         while (nanosleep(&step, &step) < 0 && errno == EINTR)
             ;
     }
