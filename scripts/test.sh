@@ -9,7 +9,9 @@
 #   FUZZ_SECONDS          seconds per fuzz target (default 20)
 #   SKIP_INSTALL=1        do not run scripts/install-deps.sh
 #   PYTEST_ARGS           extra arguments for pytest (e.g. "-k coolctl")
-#   STAGES                what to run (default: "install build unit system format asan fuzz");
+#   STAGES                what to run (default: "install build unit system format asan fuzz
+#                         release"; release only builds an optimised tree, whose -O3 warnings
+#                         an -O0 build never shows);
 #                         "build" and "asan" select the build dirs that "unit" and "system" test,
 #                         e.g. STAGES="asan system" runs only the sanitized system tests
 set -uo pipefail
@@ -21,7 +23,7 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 PYTHON=/usr/bin/python3
 RESULTS="$PYTHON $ROOT/scripts/test-results.py"
 START=$(date +%s)
-STAGES=" ${STAGES:-install build unit system format asan fuzz} "
+STAGES=" ${STAGES:-install build unit system format asan fuzz release} "
 
 want() { [[ $STAGES == *" $1 "* ]]; }
 
@@ -208,6 +210,10 @@ if want fuzz; then
     fi
     CC=clang check "build $FUZZ_DIR/" build_dir "$FUZZ_DIR" -Dfuzz=true \
         -Db_sanitize=address,undefined -Db_lundef=false
+fi
+if want release; then
+    note "build $PREFIX-release/ (optimised)"
+    check "build $PREFIX-release/" build_dir "$PREFIX-release" -Dbuildtype=release
 fi
 have_plain=no have_asan=no
 want build && [ -f "$PREFIX/build.ninja" ] && have_plain=yes

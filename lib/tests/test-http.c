@@ -678,7 +678,9 @@ struct slow_user {
 static int slow_connect(const char *path)
 {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+    if (strlen(path) >= sizeof(sun.sun_path))
+        return -1;
+    memcpy(sun.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;

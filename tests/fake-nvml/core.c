@@ -104,7 +104,7 @@ static bool sig_equal(const struct file_sig *a, const struct file_sig *b)
  * errno with err filled; state.fx is then unchanged. */
 static int reload(const char *path, char *err, size_t errlen)
 {
-    struct file_sig sig;
+    struct file_sig sig = {0};
     struct fake_fixture *fx = NULL;
     int r = file_stat(path, &sig);
     if (r < 0) {
@@ -138,7 +138,7 @@ static void maybe_reload(void)
 {
     long long now = mono_ns();
     char err[512];
-    struct file_sig sig;
+    struct file_sig sig = {0};
     if (now - ts_ns(&state.last_check) < RELOAD_INTERVAL_NS)
         return;
     state.last_check = (struct timespec){now / 1000000000LL, now % 1000000000LL};

@@ -227,7 +227,7 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
-        double wait_s;
+        double wait_s = INFINITY;
         nvmlReturn_t r = poll_once(set, data, &wait_s);
         if (r != NVML_ERROR_TIMEOUT)
             return r;

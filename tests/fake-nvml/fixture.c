@@ -149,7 +149,7 @@ static int get_num(struct parse *p, const char *where, json_t *obj, const char *
 static int get_uint(struct parse *p, const char *where, json_t *obj, const char *key,
                     unsigned long long max, unsigned *ret)
 {
-    struct fake_num n;
+    struct fake_num n = {0};
     int r = get_num(p, where, obj, key, max, &n);
     if (r < 0)
         return r;
@@ -163,7 +163,7 @@ static int get_uint(struct parse *p, const char *where, json_t *obj, const char 
 static int get_instance_id(struct parse *p, const char *where, json_t *obj, const char *key,
                            unsigned *ret)
 {
-    struct fake_num n;
+    struct fake_num n = {0};
     int r = get_num(p, where, obj, key, FAKE_MAX_GI - 1, &n);
     if (r < 0)
         return r;
@@ -289,7 +289,7 @@ static int parse_processes(struct parse *p, const char *where, json_t *arr, stru
     json_array_foreach(arr, i, v)
     {
         struct fake_proc *pr = &g->procs[i];
-        struct fake_num mem;
+        struct fake_num mem = {0};
         snprintf(w, sizeof(w), "%s: processes[%zu]", where, i);
         int r = expect_object(p, w, v);
         if (r >= 0)
@@ -373,7 +373,7 @@ static int parse_profiles(struct parse *p, const char *where, json_t *arr, struc
     json_array_foreach(arr, i, v)
     {
         struct fake_mig_profile *pf = &g->profiles[i];
-        struct fake_num n;
+        struct fake_num n = {0};
         bool set;
         snprintf(w, sizeof(w), "%s: mig_profiles[%zu]", where, i);
         int r = expect_object(p, w, v);
@@ -398,7 +398,7 @@ static int parse_profiles(struct parse *p, const char *where, json_t *arr, struc
         pf->memory_mb = n.v;
         pf->instances = pf->slices ? 7 / pf->slices : 0;
         pf->multiprocessors = 0;
-        struct fake_num inst, sm;
+        struct fake_num inst = {0}, sm = {0};
         if (get_num(p, w, v, "instances", 8, &inst) < 0 ||
             get_num(p, w, v, "multiprocessors", 1024, &sm) < 0)
             return -EINVAL;
@@ -464,7 +464,7 @@ static int parse_mig(struct parse *p, const char *where, json_t *mig, struct fak
     g->has_mig = true;
     if (!json_object_get(mig, "enabled"))
         return fail(p, w, "\"enabled\" is required");
-    struct fake_num max;
+    struct fake_num max = {0};
     r = get_bool(p, w, mig, "enabled", &g->mig_enabled);
     g->mig_pending = g->mig_enabled;
     if (r >= 0)
@@ -495,7 +495,7 @@ static int parse_mig(struct parse *p, const char *where, json_t *mig, struct fak
 static int parse_identity(struct parse *p, const char *w, json_t *v, struct fake_gpu *g)
 {
     bool set;
-    struct fake_num n;
+    struct fake_num n = {0};
     int r = get_string(p, w, v, "name", g->name, sizeof(g->name), &set);
     if (r >= 0 && !set)
         r = fail(p, w, "\"name\" is required");
@@ -643,7 +643,7 @@ static int parse_remapped(struct parse *p, const char *w, json_t *v, struct fake
     static const char *const keys[] = {"correctable", "uncorrectable", "pending", "failure", NULL};
     json_t *rr = json_object_get(v, "remapped_rows");
     char wr[128];
-    struct fake_num corr, unc;
+    struct fake_num corr = {0}, unc = {0};
     bool pending = false, failure = false;
     if (!rr)
         return 0;
