@@ -170,8 +170,9 @@ static void labels_compose(const char **out, const char *const *gpu, const char 
 static void gpu_labels_fill(struct render *r, const struct gpu_sample *g, struct gpu_labels *l)
 {
     snprintf(l->index, sizeof(l->index), "%u", g->id.index);
-    if (g->id.has_minor)
-        snprintf(l->device, sizeof(l->device), "nvidia%u", g->id.minor);
+    /* dcgm-exporter names the device after the GPU's index, not its /dev/nvidia<minor> (they
+     * differ on some hosts); dashboards join on it, so gpumon does the same. */
+    snprintf(l->device, sizeof(l->device), "nvidia%u", g->id.index);
     const char *kv[] = {
         "gpu",
         l->index,

@@ -275,7 +275,8 @@ static int mig_read_devices(const struct nvml *n, nvmlDevice_t gpu, struct gpu_m
     return 0;
 }
 
-/* Reads MIG mode and devices of a GPU. Writes the outputs only on success. */
+/* Reads MIG mode and devices of a GPU. Writes the outputs only on success, but *ret_enabled
+ * as soon as the mode is known. */
 static int mig_read(const struct nvml *n, nvmlDevice_t gpu, bool *ret_enabled,
                     struct gpu_mig **ret_mig, unsigned *ret_n, struct errmsg *e)
 {
@@ -292,11 +293,10 @@ static int mig_read(const struct nvml *n, nvmlDevice_t gpu, bool *ret_enabled,
     }
     if (nr != NVML_SUCCESS)
         return nvml_fail(n, e, "nvmlDeviceGetMigMode", nr);
-    int r = mig_read_devices(n, gpu, ret_mig, ret_n, e);
-    if (r < 0)
-        return r;
+    /* The mode is known even when its devices cannot be listed (GetGpuInstanceId needs
+     * privileges on some drivers): a GPU in MIG mode must not pass for one without. */
     *ret_enabled = true;
-    return 0;
+    return mig_read_devices(n, gpu, ret_mig, ret_n, e);
 }
 
 /* ---- GPUs -------------------------------------------------------------------------------- */

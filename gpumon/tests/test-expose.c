@@ -513,7 +513,8 @@ static void test_lost_gpu(void **state)
     assert_true(value_of(t, "gpumon_xid_errors_total{gpu=\"1\"") == 1);
     assert_null(strstr(t, "stuck"));
     /* The unreadable GPU: only its up series, without identity it does not have. */
-    assert_true(value_of(t, "gpumon_gpu_up{gpu=\"2\",UUID=\"\",pci_bus_id=\"\",device=\"\"") == 0);
+    assert_true(
+        value_of(t, "gpumon_gpu_up{gpu=\"2\",UUID=\"\",pci_bus_id=\"\",device=\"nvidia2\"") == 0);
     assert_int_equal(count_lines(t, "DCGM_FI_DEV_GPU_UTIL{"), 1);
     assert_true(value_of(t, "gpumon_gpu_up{gpu=\"0\"") == 1);
     assert_true(value_of(t, "gpumon_gpus ") == 3);
@@ -543,8 +544,9 @@ static void test_odd_labels(void **state)
     check_golden("odd.prom", t);
     check_promtool(t);
     /* Quotes and backslashes escaped, the newline and the stray byte replaced, UTF-8 kept. */
-    assert_non_null(strstr(t, "device=\"\",modelName=\"NVIDIA \\\"Weird\\\" \\\\ GPU?rev2 ?\","
-                              "Hostname=\"n\xc5\x93ud \\\"east\\\"\\\\7\""));
+    assert_non_null(strstr(t,
+                           "device=\"nvidia0\",modelName=\"NVIDIA \\\"Weird\\\" \\\\ GPU?rev2 ?\","
+                           "Hostname=\"n\xc5\x93ud \\\"east\\\"\\\\7\""));
     assert_non_null(strstr(t, "process=\"a\\\"b\\\\c\",user=\"d\xc3\xa6mon\""));
     /* The OpenMetrics variant escapes the same way. */
     o.format = PROM_FORMAT_OPENMETRICS;

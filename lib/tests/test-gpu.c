@@ -249,6 +249,19 @@ static void test_profile_fallback_on_errors(void **state)
         check_dgx_gpu(&l->gpus[i], i, false);
 }
 
+/* A GPU in MIG mode whose MIG devices cannot be listed is still a MIG GPU, with no devices. */
+static void test_mig_devices_unreadable(void **state)
+{
+    set_dgx_fixture("'errors': {'nvmlDeviceGetGpuInstanceId': 'NO_PERMISSION'},");
+    _cleanup_(nvml_closep) struct nvml *n = open_lib("FAKE_NVML_LIB");
+    _cleanup_(gpu_list_freep) struct gpu_list *l = load(n);
+    const struct gpu *g = &l->gpus[0];
+    assert_int_equal(g->error, 0);
+    assert_true(g->mig_enabled);
+    assert_int_equal(g->n_mig, 0);
+    assert_null(g->mig);
+}
+
 static void test_profile_unknown(void **state)
 {
     set_dgx_fixture("'unsupported': ['nvmlDeviceGetGpuInstanceProfileInfoV',"
@@ -524,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_dgx_mig),
         cmocka_unit_test(test_old_driver_profile_fallback),
         cmocka_unit_test(test_profile_fallback_on_errors),
+        cmocka_unit_test(test_mig_devices_unreadable),
         cmocka_unit_test(test_profile_unknown),
         cmocka_unit_test(test_profile_lookups_cached),
         cmocka_unit_test(test_lost_gpu),
