@@ -456,8 +456,9 @@ def report(a, f, n_gpus):
       f"{fmt_ratio(f['cpu_idle']['peer'][0], f['cpu_idle']['gpumon'][0]):>12}"
       f"{fmt_ratio(f['cpu_scraped']['peer'][0], f['cpu_scraped']['gpumon'][0]):>14}")
     if a.fixture:
-        p("  NOTE: most of gpumon's figure here is the fake NVML's nvmlEventSetWait_v2, which polls"
-          " in 5 ms sleeps (~200 wake-ups/s in gpumon's XID thread); the real driver blocks.")
+        p("  NOTE: part of gpumon's figure here is the fake NVML: its nvmlEventSetWait_v2 wakes"
+          " every 100 ms (the real driver blocks), and it stats its fixture file at most every"
+          " 100 ms.")
     p("  idle: gpumon samples every 1 s by itself; the peer reads nothing until scraped.")
     p("  scraped 1/s: both serve a Prometheus-like scrape every second; the fair comparison.")
     p(f"  (clock ticks are 1/{CLK_TCK} s: a figure below {3600 / CLK_TCK / f['window_s']:.0f} "
