@@ -14,18 +14,7 @@
 #include "sampler.h"
 #include "server.h"
 
-#ifdef HAVE_SYSTEMD
-#include <systemd/sd-daemon.h>
-#else
-static int sd_notify(int unset, const char *state)
-{
-    return 0;
-}
-static int sd_watchdog_enabled(int unset, uint64_t *usec)
-{
-    return 0;
-}
-#endif
+#include "sd-notify.h"
 
 static void usage(FILE *out)
 {

@@ -19,18 +19,7 @@
 #include "log.h"
 #include "macro.h"
 
-#ifdef HAVE_SYSTEMD
-#include <systemd/sd-daemon.h>
-#else
-static int sd_notify(int unset, const char *state)
-{
-    return 0;
-}
-static int sd_watchdog_enabled(int unset, uint64_t *usec)
-{
-    return 0;
-}
-#endif
+#include "sd-notify.h"
 
 /* Creates the parent directory of path (one level, like /run/coold) if it is missing. */
 static int ensure_parent_dir(const char *path, mode_t mode, struct errmsg *e)

@@ -16,14 +16,7 @@
 
 #include "config.h"
 #include "gpumon-config.h"
-
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        if (!(x)) {                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #x);                  \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "fuzz-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,14 +8,7 @@
 #include <string.h>
 
 #include "procs.h"
-
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        if (!(x)) {                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #x);                  \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "fuzz-check.h"
 
 static bool id_char(char c)
 {

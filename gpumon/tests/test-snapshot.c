@@ -63,7 +63,8 @@ static void test_last_unref_frees(void **state)
 static void test_cleanup_attribute(void **state)
 {
     _cleanup_(snapshot_unrefp) struct snapshot *s = full_snapshot();
-    _cleanup_(snapshot_unrefp) struct snapshot *none = NULL;
+    /* The cleanup of a NULL snapshot is a no-op (ASan would see a bad free). */
+    _cleanup_(snapshot_unrefp) __attribute__((unused)) struct snapshot *none = NULL;
     assert_int_equal(atomic_load(&s->refs), 1);
 }
 

@@ -72,7 +72,8 @@ static const char *fixture(const char *name)
 
 /* Writes text to tmpdir/name the way tests change a running daemon's fixture: a new file
  * renamed over the old one. Returns the path (static). */
-static const char *write_fixture(const char *name, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static const char *write_fixture(const char *name,
+                                                                       const char *fmt, ...)
 {
     static char path[4096];
     char tmp[4200];
