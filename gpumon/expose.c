@@ -272,7 +272,7 @@ static int render_health(struct render *r, const struct expose_opts *o)
     if (k >= 0)
         k = emit(r, &info, info_kv, 1);
     if (k >= 0)
-        k = emit(r, &gpus, NULL, s->n_gpu);
+        k = emit(r, &gpus, NULL, s->n_nvml_gpu);
     for (unsigned i = 0; k >= 0 && i < s->n_gpu; i++)
         k = emit(r, &gpu_up, r->gpu_labels[i].kv, gpu_readable(&s->gpu[i]));
     return k;

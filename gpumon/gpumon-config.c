@@ -22,6 +22,7 @@ enum setting {
     SET_HOSTNAME,
     SET_NVML_LIBRARY,
     SET_PROC_ROOT,
+    SET_SYSFS_ROOT,
     _SET_MAX,
 };
 
@@ -33,6 +34,7 @@ static const char *const setting_key[_SET_MAX] = {
     [SET_HOSTNAME] = "hostname",
     [SET_NVML_LIBRARY] = "nvml_library",
     [SET_PROC_ROOT] = "proc_root",
+    [SET_SYSFS_ROOT] = "sysfs_root",
 };
 
 /* NULL: the setting has no flag. */
@@ -63,6 +65,8 @@ static char **string_member(struct gpumon_config *c, enum setting s)
         return &c->nvml_library;
     case SET_PROC_ROOT:
         return &c->proc_root;
+    case SET_SYSFS_ROOT:
+        return &c->sysfs_root;
     default:
         return NULL;
     }
@@ -100,6 +104,7 @@ static int load_defaults(struct loader *l)
         [SET_HOSTNAME] = "",
         [SET_NVML_LIBRARY] = "",
         [SET_PROC_ROOT] = GPUMON_DEFAULT_PROC_ROOT,
+        [SET_SYSFS_ROOT] = GPUMON_DEFAULT_SYSFS_ROOT,
     };
     l->cfg.interval_s = GPUMON_DEFAULT_INTERVAL;
     l->cfg.slow_interval_s = GPUMON_DEFAULT_SLOW_INTERVAL;
@@ -213,6 +218,9 @@ static int check_strings(struct loader *l, struct errmsg *e)
     if (c->proc_root[0] != '/')
         return errmsg_set(e, -EINVAL, "%s: proc_root must be an absolute path",
                           l->origin[SET_PROC_ROOT]);
+    if (c->sysfs_root[0] && c->sysfs_root[0] != '/')
+        return errmsg_set(e, -EINVAL, "%s: sysfs_root must be an absolute path or empty",
+                          l->origin[SET_SYSFS_ROOT]);
     if (!c->hostname[0]) {
         char name[HOST_NAME_MAX + 1] = "";
         /* gethostname() may leave a truncated name unterminated. */
@@ -258,5 +266,6 @@ void gpumon_config_done(struct gpumon_config *c)
     free(c->hostname);
     free(c->nvml_library);
     free(c->proc_root);
+    free(c->sysfs_root);
     memset(c, 0, sizeof(*c));
 }

@@ -11,6 +11,7 @@
 #define GPUMON_DEFAULT_SLOW_INTERVAL   10.0
 #define GPUMON_DEFAULT_RESCAN_INTERVAL 5.0
 #define GPUMON_DEFAULT_PROC_ROOT       "/proc"
+#define GPUMON_DEFAULT_SYSFS_ROOT      "/sys"
 
 /* Limits on the sampling intervals, in seconds. Below 100 ms NVML's own averaging windows make
  * faster samples meaningless; above an hour a "live" exporter is not live any more. */
@@ -38,6 +39,7 @@ struct gpumon_config {
     char *hostname;           /* the Hostname label; gethostname() unless set */
     char *nvml_library;       /* "" = NVML_LIBRARY through the dynamic loader */
     char *proc_root;          /* where process attribution reads /proc */
+    char *sysfs_root;         /* where GPUs bound to the nvidia driver are counted; "" = never */
     bool process_metrics;
     bool pcie_throughput;
 };
@@ -46,9 +48,10 @@ struct gpumon_config {
  * and sections other than [gpumon] are errors naming file and line), then the flags. Checks
  * them: interval 100ms..1h, slow_interval from interval to 1h, rescan_interval 100ms..1h, a
  * listen address parse_listen_address() takes, a non-empty hostname of at most 255 bytes, an
- * absolute proc_root. Returns 0 and fills *ret (release with gpumon_config_done), or -EINVAL /
- * -ERANGE (a bad value; the message names the flag or file:line and key), -ENOENT and other
- * -errno (the file cannot be read), -ENOMEM. *ret is untouched on failure. */
+ * absolute proc_root, an absolute or empty sysfs_root. Returns 0 and fills *ret (release with
+ * gpumon_config_done), or -EINVAL / -ERANGE (a bad value; the message names the flag or file:line
+ * and key), -ENOENT and other -errno (the file cannot be read), -ENOMEM. *ret is untouched on
+ * failure. */
 int gpumon_config_load(const struct gpumon_flags *flags, struct gpumon_config *ret,
                        struct errmsg *e);
 

@@ -191,6 +191,7 @@ static int start(const struct gpumon_config *cfg, const sigset_t *mask)
         .nvml_library = cfg->nvml_library,
         .hostname = cfg->hostname,
         .proc_root = cfg->proc_root,
+        .sysfs_root = cfg->sysfs_root,
         .interval_s = cfg->interval_s,
         .slow_interval_s = cfg->slow_interval_s,
         .rescan_interval_s = cfg->rescan_interval_s,

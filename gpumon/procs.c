@@ -4,12 +4,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "macro.h"
@@ -328,29 +330,103 @@ static int parse_status_uid(const char *text, uid_t *ret)
     return 0;
 }
 
-/* The login name of uid, or its number when it has none (or one that does not fit). */
-static void user_name(uid_t uid, char *buf, size_t size)
+/* A lookup that failed (NSS error, not "no such user") is cached this long only, so a directory
+ * server that was down is asked again soon, but not for every new process. */
+#define USER_CACHE_ERROR_TTL_S 30.0
+
+/* Login names by uid. Entries with expires == 0 are free. */
+static struct {
+    pthread_mutex_t lock;
+    struct user_entry {
+        uid_t uid;
+        double expires;
+        char name[sizeof(((struct proc_sample *)0)->user)]; /* "" when uid has none */
+    } e[PROCS_USER_CACHE_MAX];
+} user_cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Asks NSS for uid's login name (sanitised; "" when it has none, or one that does not fit).
+ * Returns 0, or a positive errno of getpwuid_r() when the lookup itself failed. */
+static int user_lookup(uid_t uid, char *name, size_t size)
 {
     long hint = sysconf(_SC_GETPW_R_SIZE_MAX);
     size_t bufsize = hint > 0 ? (size_t)hint : 16384;
+    name[0] = '\0';
     for (;;) {
         _cleanup_free_ char *b = malloc(bufsize);
         if (!b)
-            break;
+            return ENOMEM;
         struct passwd pw, *res = NULL;
         int r = getpwuid_r(uid, &pw, b, bufsize, &res);
         if (r == ERANGE && bufsize < 1024 * 1024) {
             bufsize *= 2;
             continue;
         }
-        if (r == 0 && res && res->pw_name[0] && strlen(res->pw_name) < size) {
-            strcpy(buf, res->pw_name);
-            procs_sanitize_label(buf);
-            return;
+        if (r == 0 && res && res->pw_name && strlen(res->pw_name) < size) {
+            strcpy(name, res->pw_name);
+            procs_sanitize_label(name);
         }
-        break;
+        return r;
     }
-    snprintf(buf, size, "%u", (unsigned)uid);
+}
+
+/* The entry of uid if cached and fresh, else NULL. Called with the lock held. */
+static struct user_entry *user_cache_find(uid_t uid, double now)
+{
+    for (size_t i = 0; i < PROCS_USER_CACHE_MAX; i++) {
+        struct user_entry *u = &user_cache.e[i];
+        if (u->expires > 0 && u->uid == uid)
+            return now < u->expires ? u : NULL;
+    }
+    return NULL;
+}
+
+/* Stores a lookup: over the old entry of uid, else a free one, else the one that expires first.
+ * Called with the lock held. */
+static void user_cache_store(uid_t uid, const char *name, double expires)
+{
+    struct user_entry *slot = NULL;
+    for (size_t i = 0; i < PROCS_USER_CACHE_MAX; i++) {
+        struct user_entry *u = &user_cache.e[i];
+        if (u->expires > 0 && u->uid == uid) {
+            slot = u;
+            break;
+        }
+        if (!slot || u->expires < slot->expires)
+            slot = u;
+    }
+    slot->uid = uid;
+    slot->expires = expires;
+    snprintf(slot->name, sizeof(slot->name), "%s", name);
+}
+
+void procs_user_name(uid_t uid, double now, char *buf, size_t size)
+{
+    char name[sizeof(user_cache.e[0].name)];
+    pthread_mutex_lock(&user_cache.lock);
+    struct user_entry *u = user_cache_find(uid, now);
+    if (u)
+        memcpy(name, u->name, sizeof(name));
+    pthread_mutex_unlock(&user_cache.lock);
+    if (!u) {
+        /* NSS may be slow (a network directory): no lock held meanwhile. */
+        int r = user_lookup(uid, name, sizeof(name));
+        double ttl = r == 0 ? PROCS_USER_CACHE_TTL_S : USER_CACHE_ERROR_TTL_S;
+        pthread_mutex_lock(&user_cache.lock);
+        /* now + ttl is never 0, which marks a free entry: now is a monotonic time, ttl > 0. */
+        user_cache_store(uid, name, now + ttl);
+        pthread_mutex_unlock(&user_cache.lock);
+    }
+    if (name[0] && strlen(name) < size)
+        snprintf(buf, size, "%s", name);
+    else
+        snprintf(buf, size, "%u", (unsigned)uid);
+}
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static void proc_sample_unknown(struct proc_sample *p)
@@ -385,7 +461,7 @@ static int read_owner(int dfd, struct proc_sample *p)
     if (parse_status_uid(t, &uid) < 0)
         return 0; /* not a status file we understand: owner unknown */
     p->uid = uid;
-    user_name(uid, p->user, sizeof(p->user));
+    procs_user_name(uid, mono_now(), p->user, sizeof(p->user));
     return 0;
 }
 

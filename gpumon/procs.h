@@ -37,9 +37,22 @@
  * -ENOMEM; another -errno when its directory cannot be opened (-ENAMETOOLONG for an overlong
  * proc_root, -EACCES). On failure uid is (uid_t)-1 and all strings "", so the caller can still
  * show the memory the process uses. A file that cannot be read (another user's environ without
- * root) only leaves its fields unknown. The user lookup goes through NSS and may be slow with a
- * network directory: callers should describe a pid once and keep the result. */
+ * root) only leaves its fields unknown. The user comes from procs_user_name() (cached); the rest
+ * reads several files, so callers should still describe a pid once and keep the result. */
 int procs_describe(const char *proc_root, pid_t pid, struct proc_sample *p);
+
+/* The user name cache: how many uids it holds, and how long (seconds) a name is kept before it is
+ * looked up again, so that a renamed or added account shows within that time. */
+#define PROCS_USER_CACHE_MAX   256
+#define PROCS_USER_CACHE_TTL_S 600.0
+
+/* Writes the login name of uid into buf (size bytes), or the uid's number when it has none or one
+ * that does not fit. Names come from NSS (getpwuid_r), which may take long with a network
+ * directory, so they are cached process-wide: up to PROCS_USER_CACHE_MAX uids (the entry that
+ * expires first makes room), each kept PROCS_USER_CACHE_TTL_S seconds; a failed lookup (NSS
+ * error) is kept 30 s. now is CLOCK_MONOTONIC seconds, a parameter so that tests can move time.
+ * Thread-safe; no lock is held during the lookup itself. Never fails. */
+void procs_user_name(uid_t uid, double now, char *buf, size_t size);
 
 /* Reads a /proc/<pid>/cgroup text (len bytes, NUL-termination not needed; v1 lines
  * "<id>:<controllers>:<path>" and the v2 line "0::<path>") and fills p->container and p->job

@@ -1,5 +1,6 @@
 #include "sampler.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -14,10 +15,11 @@
 #include "gpu.h"
 #include "macro.h"
 #include "nvml.h"
-#include "procs.h"
+#include "proc-cache.h"
 
 /* What the sampler asks of a GPU. A probe answered with NOT_SUPPORTED is not asked again until
- * the model is re-loaded: on 8 GPUs the failed calls would otherwise cost every pass. */
+ * the next rescan interval (or a re-load, or a change of the GPU's MIG mode): on 8 GPUs the failed
+ * calls would otherwise cost every pass, and one call per rescan is cheap. */
 enum probe {
     P_UTIL,
     P_MEMORY_V2,
@@ -35,7 +37,11 @@ enum probe {
     P_CLOCK_EVENTS,
     P_THROTTLE,
     P_ECC_MODE,
-    P_ECC,
+    /* One bit per counter: a GPU may keep volatile counts but not aggregate ones. */
+    P_ECC_SBE_VOL,
+    P_ECC_DBE_VOL,
+    P_ECC_SBE_AGG,
+    P_ECC_DBE_AGG,
     P_COMPUTE_PROCS,
     P_GRAPHICS_PROCS,
     P_MIG_MEMORY_V2,
@@ -53,12 +59,19 @@ _Static_assert(_P_MAX <= 64, "probe masks are 64-bit");
 
 /* The sampler's knowledge of one GPU of the current model. */
 struct gpu_state {
-    atomic_bool lost;          /* answered GPU_IS_LOST (or was lost when loaded) */
-    bool broken;               /* could not be read when loaded, for another reason */
-    uint64_t fast_unsupported; /* bits of enum probe; touched by the fast thread only */
-    uint64_t slow_unsupported; /* by the slow thread only */
-    struct gpu_values slow;    /* latest slow values, under sampler.slow_lock */
-    double slow_at[GF_COUNT];  /* CLOCK_MONOTONIC seconds each slow value was read */
+    atomic_bool lost; /* answered GPU_IS_LOST, GPU_NOT_FOUND or RESET_REQUIRED (or was lost when
+                       * loaded): not asked again; NVML is re-opened for it, with back-off */
+    bool broken;      /* could not be read when loaded, for another reason */
+    /* Consecutive fast passes in which every call made failed (with an error other than
+     * NOT_SUPPORTED); from FAILING_PASSES on the GPU is shown lost but still read, so that it
+     * comes back with its first success. Fast thread only. */
+    unsigned failed_passes;
+    /* Bits of enum probe. Each is touched by its own thread, and by a MIG re-read (slow thread)
+     * under the model's write lock. */
+    uint64_t fast_unsupported;
+    uint64_t slow_unsupported;
+    struct gpu_values slow;   /* latest slow values, under sampler.slow_lock */
+    double slow_at[GF_COUNT]; /* CLOCK_MONOTONIC seconds each slow value was read */
 };
 
 /* NVML and what was loaded from it, replaced whole when it is re-loaded. */
@@ -70,18 +83,10 @@ struct model {
     unsigned generation; /* counts re-loads, so a pass can tell the model changed under it */
 };
 
-/* A process already attributed; valid while its pid and start time stay the same. */
-struct proc_entry {
-    pid_t pid;
-    unsigned long long starttime;
-    bool seen; /* listed by NVML in the current pass */
-    struct proc_sample desc;
-};
-
 struct sampler {
     char *nvml_library; /* NULL: NVML_LIBRARY */
     char *hostname;
-    char *proc_root;
+    char *sysfs_root; /* "": no check of the GPUs bound to the nvidia driver */
     double interval, slow_interval, rescan_interval;
     bool process_metrics, pcie_throughput;
 
@@ -96,9 +101,7 @@ struct sampler {
     /* Owned by the fast thread (and by sampler_new before it starts). */
     struct gpu *ghosts; /* GPUs seen before that the current model lacks: shown as lost */
     unsigned n_ghosts;
-    struct proc_entry *procs;
-    unsigned n_procs, procs_cap;
-    double procs_check_at;
+    struct proc_cache *procs;
     nvmlProcessInfo_t *pbuf;
     unsigned pbuf_cap;
 
@@ -119,6 +122,9 @@ struct sampler {
 /* A lost GPU usually stays lost until a reset or a reboot, and every re-open pauses sampling and
  * XID events for a moment; so re-opens for a lost GPU back off, doubling up to this. */
 #define LOST_RETRY_MAX_S 300.0
+/* A GPU all of whose calls fail for this many fast passes in a row is shown lost: one bad pass may
+ * be a hiccup, but a GPU that answers nothing must not look healthy with its series missing. */
+#define FAILING_PASSES 3
 
 /* ---- time ---- */
 
@@ -173,6 +179,7 @@ struct reader {
     const struct nvml_api *api;
     struct gpu_state *st;
     uint64_t *unsupported; /* the mask of the reading thread */
+    unsigned ok, failed;   /* calls that succeeded and that failed (NOT_SUPPORTED is neither) */
 };
 
 static bool want(const struct reader *rd, enum probe p)
@@ -185,17 +192,23 @@ static bool check(struct reader *rd, enum probe p, nvmlReturn_t r)
 {
     switch (r) {
     case NVML_SUCCESS:
+        rd->ok++;
         return true;
     case NVML_ERROR_NOT_SUPPORTED:
     case NVML_ERROR_FUNCTION_NOT_FOUND:
         *rd->unsupported |= UINT64_C(1) << p;
         return false;
     case NVML_ERROR_GPU_IS_LOST:
+    case NVML_ERROR_GPU_NOT_FOUND:
+    case NVML_ERROR_RESET_REQUIRED:
+        /* The GPU will not answer again before a reset, and only a re-open of NVML sees a reset
+         * GPU: treat it as fallen off the bus. */
         atomic_store(&rd->st->lost, true);
         break;
     default:
         break;
     }
+    rd->failed++;
     atomic_fetch_add(&rd->s->errors, 1);
     return false;
 }
@@ -263,8 +276,13 @@ static void read_memory_temp(struct reader *rd, nvmlDevice_t h, struct gpu_value
 {
     nvmlFieldValue_t f = {.fieldId = NVML_FI_DEV_MEMORY_TEMP};
     double t;
-    if (CALL(rd, P_MEM_TEMP, nvmlDeviceGetFieldValues, h, 1, &f) &&
-        check(rd, P_MEM_TEMP, f.nvmlReturn) && field_value(&f, &t))
+    if (!want(rd, P_MEM_TEMP))
+        return;
+    nvmlReturn_t r = rd->api->nvmlDeviceGetFieldValues ? rd->api->nvmlDeviceGetFieldValues(h, 1, &f)
+                                                       : NVML_ERROR_FUNCTION_NOT_FOUND;
+    /* The call succeeds even when the field cannot be read: the field's own answer is the
+     * outcome, so a GPU that answers nothing else does not count as answering. */
+    if (check(rd, P_MEM_TEMP, r == NVML_SUCCESS ? f.nvmlReturn : r) && field_value(&f, &t))
         gpu_values_set(v, GF_MEMORY_TEMP, t);
 }
 
@@ -298,117 +316,43 @@ static void read_basic(struct reader *rd, nvmlDevice_t h, struct gpu_values *v)
         gpu_values_set(v, GF_DEC_UTIL, x);
 }
 
+/* ECC counters, when ECC is on. */
+static void read_ecc(struct reader *rd, nvmlDevice_t h, struct gpu_values *v)
+{
+    nvmlEnableState_t current, pending;
+    unsigned long long n;
+    if (!CALL(rd, P_ECC_MODE, nvmlDeviceGetEccMode, h, &current, &pending) ||
+        current != NVML_FEATURE_ENABLED)
+        return;
+    static const struct {
+        enum gpu_field field;
+        enum probe probe;
+        nvmlMemoryErrorType_t type;
+        nvmlEccCounterType_t counter;
+    } ecc[] = {
+        {GF_ECC_SBE_VOL, P_ECC_SBE_VOL, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC},
+        {GF_ECC_DBE_VOL, P_ECC_DBE_VOL, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC},
+        {GF_ECC_SBE_AGG, P_ECC_SBE_AGG, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_AGGREGATE_ECC},
+        {GF_ECC_DBE_AGG, P_ECC_DBE_AGG, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(ecc); i++)
+        if (CALL(rd, ecc[i].probe, nvmlDeviceGetTotalEccErrors, h, ecc[i].type, ecc[i].counter, &n))
+            gpu_values_set(v, ecc[i].field, (double)n);
+}
+
 static void read_health(struct reader *rd, nvmlDevice_t h, struct gpu_values *v)
 {
-    unsigned long long mask, n;
+    unsigned long long mask;
     bool have_mask = CALL(rd, P_CLOCK_EVENTS, nvmlDeviceGetCurrentClocksEventReasons, h, &mask);
     /* Drivers before 535 only know the older name of the same call. */
     if (!have_mask && (*rd->unsupported & (UINT64_C(1) << P_CLOCK_EVENTS)))
         have_mask = CALL(rd, P_THROTTLE, nvmlDeviceGetCurrentClocksThrottleReasons, h, &mask);
     if (have_mask)
         gpu_values_set(v, GF_CLOCK_EVENTS, (double)mask);
-
-    nvmlEnableState_t current, pending;
-    if (!CALL(rd, P_ECC_MODE, nvmlDeviceGetEccMode, h, &current, &pending) ||
-        current != NVML_FEATURE_ENABLED)
-        return;
-    static const struct {
-        enum gpu_field field;
-        nvmlMemoryErrorType_t type;
-        nvmlEccCounterType_t counter;
-    } ecc[] = {
-        {GF_ECC_SBE_VOL, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC},
-        {GF_ECC_DBE_VOL, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC},
-        {GF_ECC_SBE_AGG, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_AGGREGATE_ECC},
-        {GF_ECC_DBE_AGG, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC},
-    };
-    for (size_t i = 0; i < ELEMENTSOF(ecc); i++)
-        if (CALL(rd, P_ECC, nvmlDeviceGetTotalEccErrors, h, ecc[i].type, ecc[i].counter, &n))
-            gpu_values_set(v, ecc[i].field, (double)n);
+    read_ecc(rd, h, v);
 }
 
 /* ---- processes ---- */
-
-/* Reads field 22 (starttime) of <proc_root>/<pid>/stat; 0 if unreadable. Together with the pid
- * it names a process: a pid reused by a new process gets a new start time. */
-static unsigned long long read_starttime(const char *proc_root, pid_t pid)
-{
-    char path[4096], buf[1024];
-    snprintf(path, sizeof(path), "%s/%d/stat", proc_root, (int)pid);
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    /* comm may hold blanks and parentheses; the fields after the last ')' are plain. */
-    const char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    p++;
-    for (int field = 3; field < 22 && p; field++)
-        p = strchr(p + 1, ' ');
-    return p ? strtoull(p + 1, NULL, 10) : 0;
-}
-
-static void describe(struct sampler *s, struct proc_entry *pe)
-{
-    struct proc_sample d = {.pid = pe->pid};
-    if (procs_describe(s->proc_root, pe->pid, &d) < 0) {
-        memset(&d, 0, sizeof(d));
-        d.uid = (uid_t)-1;
-    }
-    pe->desc = d;
-}
-
-/* The attribution of pid, from the cache or read now. NULL on ENOMEM. */
-static const struct proc_entry *proc_lookup(struct sampler *s, pid_t pid)
-{
-    for (unsigned i = 0; i < s->n_procs; i++)
-        if (s->procs[i].pid == pid) {
-            s->procs[i].seen = true;
-            return &s->procs[i];
-        }
-    if (s->n_procs == s->procs_cap) {
-        unsigned cap = s->procs_cap ? 2 * s->procs_cap : 16;
-        struct proc_entry *p = reallocarray(s->procs, cap, sizeof(*p));
-        if (!p)
-            return NULL;
-        s->procs = p;
-        s->procs_cap = cap;
-    }
-    struct proc_entry *pe = &s->procs[s->n_procs++];
-    *pe = (struct proc_entry){.pid = pid, .seen = true};
-    pe->starttime = read_starttime(s->proc_root, pid);
-    describe(s, pe);
-    return pe;
-}
-
-/* After a pass: forgets processes NVML no longer lists and, once per slow interval, re-reads
- * the attribution of those whose pid now belongs to a new process. */
-static void procs_sweep(struct sampler *s, double now)
-{
-    bool recheck = now >= s->procs_check_at;
-    if (recheck)
-        s->procs_check_at = now + s->slow_interval;
-    unsigned kept = 0;
-    for (unsigned i = 0; i < s->n_procs; i++) {
-        struct proc_entry *pe = &s->procs[i];
-        if (!pe->seen)
-            continue;
-        pe->seen = false;
-        if (recheck) {
-            unsigned long long st = read_starttime(s->proc_root, pe->pid);
-            if (st != pe->starttime) {
-                pe->starttime = st;
-                describe(s, pe);
-            }
-        }
-        s->procs[kept++] = *pe;
-    }
-    s->n_procs = kept;
-}
 
 /* Adds NVML's list to out's processes. A pid in both the compute and the graphics list (what
  * nvidia-smi shows as "C+G") is one process, and NVML reports the process's whole usage in each
@@ -488,17 +432,9 @@ static int read_procs(struct reader *rd, nvmlDevice_t h, struct gpu_sample *out)
     n = query_procs(rd, P_GRAPHICS_PROCS, rd->api->nvmlDeviceGetGraphicsRunningProcesses_v3, h);
     if (n > 0 && merge_procs(out, &cap, s->pbuf, (unsigned)n) < 0)
         return -ENOMEM;
-    for (unsigned i = 0; i < out->n_proc; i++) {
-        struct proc_sample *ps = &out->proc[i];
-        const struct proc_entry *pe = proc_lookup(s, ps->pid);
-        if (!pe)
+    for (unsigned i = 0; i < out->n_proc; i++)
+        if (proc_cache_fill(s->procs, &out->proc[i]) < 0)
             return -ENOMEM;
-        ps->uid = pe->desc.uid;
-        memcpy(ps->user, pe->desc.user, sizeof(ps->user));
-        memcpy(ps->comm, pe->desc.comm, sizeof(ps->comm));
-        memcpy(ps->container, pe->desc.container, sizeof(ps->container));
-        memcpy(ps->job, pe->desc.job, sizeof(ps->job));
-    }
     return 0;
 }
 
@@ -542,10 +478,21 @@ static void clear_lost(struct gpu_sample *out)
     out->lost = true;
 }
 
+/* Books one fast pass over a GPU: a pass with a success ends a failing streak; one in which every
+ * call made failed extends it. A pass of NOT_SUPPORTED answers only does neither. */
+static void book_pass(struct gpu_state *st, const struct reader *rd)
+{
+    if (rd->ok > 0)
+        st->failed_passes = 0;
+    else if (rd->failed > 0 && st->failed_passes < FAILING_PASSES)
+        st->failed_passes++;
+}
+
 static int sample_gpu(struct sampler *s, const struct gpu *g, struct gpu_state *st,
                       struct gpu_sample *out, double now)
 {
-    struct reader rd = {s, nvml_api(s->m.nvml), st, &st->fast_unsupported};
+    struct reader rd = {
+        .s = s, .api = nvml_api(s->m.nvml), .st = st, .unsupported = &st->fast_unsupported};
     int r = 0;
     out->id = *g;
     out->id.mig = NULL;
@@ -559,8 +506,12 @@ static int sample_gpu(struct sampler *s, const struct gpu *g, struct gpu_state *
         if (r >= 0)
             r = read_migs(&rd, g, out);
         out->id.n_mig = out->n_mig;
+        if (r >= 0)
+            book_pass(st, &rd);
     }
-    if (g->error || st->broken || atomic_load(&st->lost))
+    /* A failing GPU is still read every pass (above), so that it is shown again with its first
+     * success; it does not make NVML re-open, which would not help a GPU that answers. */
+    if (g->error || st->broken || atomic_load(&st->lost) || st->failed_passes >= FAILING_PASSES)
         clear_lost(out);
     if (r >= 0)
         r = events_fill(s->events, g->uuid, out);
@@ -580,6 +531,7 @@ static int fill_up(struct sampler *s, struct snapshot *snap, double now)
     if (!snap->gpu)
         return -ENOMEM;
     snap->n_gpu = n; /* from here on snapshot_unref() frees what the samples hold */
+    snap->n_nvml_gpu = l->n;
     for (unsigned i = 0; i < l->n; i++) {
         int r = sample_gpu(s, &l->gpus[i], &s->m.state[i], &snap->gpu[i], now);
         if (r < 0)
@@ -624,7 +576,7 @@ static int fast_pass(struct sampler *s)
         snprintf(snap->reason, sizeof(snap->reason), "%s", s->m.reason);
     pthread_rwlock_unlock(&s->model_lock);
     if (up)
-        procs_sweep(s, start);
+        proc_cache_sweep(s->procs);
     if (r < 0)
         return r;
     snap->nvml_errors = atomic_load(&s->errors) + events_errors(s->events);
@@ -712,24 +664,30 @@ static bool mig_differs(struct reader *rd, const struct gpu *g)
 
 /* Re-reads the MIG layout of the GPUs whose layout changed, unless the whole model was re-loaded
  * since the slow pass noticed (generation). Fast passes wait meanwhile: their MIG handles may be
- * gone. */
+ * gone. A GPU whose MIG mode changed forgets what it did not support: in MIG mode the parent
+ * answers NOT_SUPPORTED for utilisation and encoder/decoder use, out of it they answer again. */
 static void reload_migs(struct sampler *s, unsigned generation)
 {
     pthread_rwlock_wrlock(&s->model_lock);
     for (unsigned i = 0; s->m.nvml && s->m.generation == generation && i < s->m.list->n; i++) {
         struct gpu *g = &s->m.list->gpus[i];
         struct gpu_state *st = &s->m.state[i];
-        struct reader rd = {s, nvml_api(s->m.nvml), st, &st->slow_unsupported};
+        struct reader rd = {
+            .s = s, .api = nvml_api(s->m.nvml), .st = st, .unsupported = &st->slow_unsupported};
         if (g->error || st->broken || !mig_differs(&rd, g))
             continue;
+        bool was_enabled = g->mig_enabled;
         if (gpu_reload_mig(s->m.nvml, g, NULL) < 0)
             atomic_fetch_add(&s->errors, 1);
+        else if (g->mig_enabled != was_enabled)
+            st->fast_unsupported = st->slow_unsupported = 0;
     }
     pthread_rwlock_unlock(&s->model_lock);
 }
 
-/* Returns the model generation it read. */
-static unsigned slow_pass(struct sampler *s)
+/* Reads the slow fields; with reprobe, asks again what the GPUs did not support. Returns the model
+ * generation it read. */
+static unsigned slow_pass(struct sampler *s, bool reprobe)
 {
     bool mig_changed = false;
     pthread_rwlock_rdlock(&s->model_lock);
@@ -737,7 +695,10 @@ static unsigned slow_pass(struct sampler *s)
     for (unsigned i = 0; s->m.nvml && i < s->m.list->n; i++) {
         const struct gpu *g = &s->m.list->gpus[i];
         struct gpu_state *st = &s->m.state[i];
-        struct reader rd = {s, nvml_api(s->m.nvml), st, &st->slow_unsupported};
+        struct reader rd = {
+            .s = s, .api = nvml_api(s->m.nvml), .st = st, .unsupported = &st->slow_unsupported};
+        if (reprobe)
+            st->slow_unsupported = 0;
         if (g->error || st->broken)
             continue;
         read_slow(&rd, g->handle);
@@ -867,12 +828,65 @@ enum reload_why {
     RELOAD_NO,
     RELOAD_DOWN,  /* NVML is not open */
     RELOAD_LOST,  /* a GPU was lost */
-    RELOAD_COUNT, /* the GPU count changed: a GPU back after a reset, or hot-plugged */
+    RELOAD_COUNT, /* NVML's GPU count changed */
+    RELOAD_PCI,   /* the kernel has a different number of GPUs than the model: hot-plugged,
+                   * removed, or back after a reset */
 };
+
+/* "0000:3b:00.0": a PCI address (domain of 4 or more hex digits), as the driver's sysfs directory
+ * names its devices among its other entries (bind, module, new_id, ...). */
+static bool is_pci_address(const char *n)
+{
+    size_t d = strspn(n, "0123456789abcdef");
+    if (d < 4)
+        return false;
+    n += d;
+    return n[0] == ':' && strspn(n + 1, "0123456789abcdef") == 2 && n[3] == ':' &&
+           strspn(n + 4, "0123456789abcdef") == 2 && n[6] == '.' && n[7] >= '0' && n[7] <= '7' &&
+           n[8] == '\0';
+}
+
+/* Whether PCI device dir (in the driver's directory dfd) is a display controller, class 0x03xxxx.
+ * NVSwitch bridges are bound to the nvidia driver too, but NVML does not count them as GPUs. */
+static bool is_display_class(int dfd, const char *dir)
+{
+    char path[300], buf[16] = "";
+    snprintf(path, sizeof(path), "%s/class", dir);
+    _cleanup_close_ int fd = openat(dfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, buf, sizeof(buf) - 1) < 4)
+        return false;
+    return strncmp(buf, "0x03", 4) == 0;
+}
+
+/* How many GPUs the kernel has bound to the nvidia driver (<sysfs_root>/bus/pci/drivers/nvidia/).
+ * NVML enumerates GPUs once per init, so its own count never changes while it is open; the kernel's
+ * does. Returns the count, or -errno (-ENOENT: no such directory, no check possible). */
+static int pci_gpu_count(const char *sysfs_root)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/bus/pci/drivers/nvidia", sysfs_root);
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return negative_errno();
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int r = negative_errno();
+        close(fd);
+        return r;
+    }
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d));)
+        if (is_pci_address(de->d_name) && is_display_class(fd, de->d_name))
+            n++;
+    closedir(d);
+    return n;
+}
 
 /* Whether NVML should be opened again, and why. */
 static enum reload_why reload_why(struct sampler *s)
 {
+    /* Outside the lock: sysfs reads take a moment, and only the fast thread re-loads. */
+    int pci = s->sysfs_root[0] ? pci_gpu_count(s->sysfs_root) : -ENOENT;
     pthread_rwlock_rdlock(&s->model_lock);
     const struct model *m = &s->m;
     enum reload_why why = m->nvml ? RELOAD_NO : RELOAD_DOWN;
@@ -888,6 +902,8 @@ static enum reload_why reload_why(struct sampler *s)
         if (r != NVML_SUCCESS || count != m->list->n)
             why = RELOAD_COUNT;
     }
+    if (why == RELOAD_NO && pci >= 0 && (unsigned)pci != m->list->n)
+        why = RELOAD_PCI;
     pthread_rwlock_unlock(&s->model_lock);
     return why;
 }
@@ -927,21 +943,40 @@ static void reload(struct sampler *s)
 
 /* ---- threads ---- */
 
-/* When to re-open NVML for a lost GPU next, and how long to wait after that. */
+/* When to re-open NVML for a lost GPU (or a PCI count that differs) next, and how long to wait
+ * after that. */
 struct lost_retry {
     double at;
     double wait;
 };
 
+/* Reasons that may persist across re-opens (a GPU stays lost; a device the kernel has but NVML
+ * does not count), so that re-opening at every rescan would pause sampling for nothing. */
+static bool backs_off(enum reload_why why)
+{
+    return why == RELOAD_LOST || why == RELOAD_PCI;
+}
+
+/* Asks the GPUs again for what they did not support. The fast thread's masks are its own. */
+static void reprobe_fast(struct sampler *s)
+{
+    pthread_rwlock_rdlock(&s->model_lock);
+    for (unsigned i = 0; s->m.nvml && i < s->m.list->n; i++)
+        s->m.state[i].fast_unsupported = 0;
+    pthread_rwlock_unlock(&s->model_lock);
+}
+
 static void rescan(struct sampler *s, double now, struct lost_retry *lr)
 {
     enum reload_why why = reload_why(s);
-    if (why != RELOAD_LOST)
+    if (!backs_off(why))
         *lr = (struct lost_retry){.at = 0, .wait = s->rescan_interval};
-    if (why == RELOAD_NO || (why == RELOAD_LOST && now < lr->at))
+    if (why == RELOAD_NO || (backs_off(why) && now < lr->at)) {
+        reprobe_fast(s);
         return;
+    }
     reload(s);
-    if (why == RELOAD_LOST) {
+    if (backs_off(why)) {
         lr->at = now + lr->wait;
         lr->wait = fmin(lr->wait * 2, fmax(LOST_RETRY_MAX_S, s->rescan_interval));
     }
@@ -968,15 +1003,19 @@ static void *fast_main(void *userdata)
 static void *slow_main(void *userdata)
 {
     struct sampler *s = userdata;
-    double tick = mono_now();
+    double tick = mono_now(), next_reprobe = tick + s->rescan_interval;
     for (;;) {
         bool kicked;
         tick = next_tick(tick, s->slow_interval, mono_now());
         if (wait_until(s, tick, &kicked))
             return NULL;
+        double now = mono_now();
         if (kicked)
-            tick = mono_now();
-        unsigned generation = slow_pass(s);
+            tick = now;
+        bool reprobe = now >= next_reprobe;
+        if (reprobe)
+            next_reprobe = next_tick(next_reprobe, s->rescan_interval, now);
+        unsigned generation = slow_pass(s, reprobe);
         pthread_mutex_lock(&s->lock);
         s->slow_done = generation;
         pthread_cond_broadcast(&s->wake);
@@ -992,8 +1031,10 @@ static int copy_strings(struct sampler *s, const struct sampler_config *c)
     if (!c->hostname && (gethostname(host, sizeof(host) - 1) < 0 || !host[0]))
         snprintf(host, sizeof(host), "localhost");
     s->hostname = strdup(c->hostname ? c->hostname : host);
-    s->proc_root = strdup(c->proc_root ? c->proc_root : "/proc");
-    return s->hostname && s->proc_root ? 0 : -ENOMEM;
+    s->sysfs_root = strdup(c->sysfs_root ? c->sysfs_root : "/sys");
+    if (!s->hostname || !s->sysfs_root)
+        return -ENOMEM;
+    return proc_cache_new(c->proc_root, &s->procs);
 }
 
 int sampler_new(const struct sampler_config *c, struct sampler **ret, struct errmsg *e)
@@ -1023,7 +1064,7 @@ int sampler_new(const struct sampler_config *c, struct sampler **ret, struct err
     /* The first snapshot is complete, slow fields included, before anyone can scrape. */
     model_open(s);
     start_events(s);
-    slow_pass(s);
+    slow_pass(s, false);
     if (fast_pass(s) < 0)
         return errmsg_set(e, -ENOMEM, "out of memory");
 
@@ -1055,11 +1096,11 @@ void sampler_free(struct sampler *s)
     model_close(&s->m);
     snapshot_unref(s->current);
     free(s->ghosts);
-    free(s->procs);
+    proc_cache_free(s->procs);
     free(s->pbuf);
     free(s->nvml_library);
     free(s->hostname);
-    free(s->proc_root);
+    free(s->sysfs_root);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->snap_lock);

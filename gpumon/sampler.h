@@ -3,7 +3,8 @@
  *
  * Three threads: a fast one reads the cheap fields every interval and publishes a new snapshot
  * (it also re-opens NVML when the driver was missing, a GPU was lost or the GPU count changed,
- * every rescan interval); a slow one reads the expensive fields (total energy ~4 ms, PCIe
+ * in NVML or in the kernel's PCI devices, every rescan interval, and then asks the GPUs again for
+ * the fields they did not support); a slow one reads the expensive fields (total energy ~4 ms, PCIe
  * throughput ~21 ms per GPU) and watches the MIG layout every slow interval, and the fast pass
  * merges its latest values; the events thread (events.h) counts XIDs. A scrape only takes a
  * reference to the current snapshot, so it never calls NVML and never waits for a pass. */
@@ -18,6 +19,10 @@ struct sampler_config {
     const char *nvml_library; /* NULL or "": NVML_LIBRARY through the dynamic loader */
     const char *hostname;     /* NULL: gethostname() */
     const char *proc_root;    /* NULL: "/proc"; where process attribution looks */
+    /* NULL: "/sys". Where the GPUs bound to the nvidia driver are counted
+     * (<sysfs_root>/bus/pci/drivers/nvidia/<PCI address>, display class), to see GPUs NVML
+     * cannot see until it is re-opened. "" or no such directory: no such check. */
+    const char *sysfs_root;
     double interval_s;
     double slow_interval_s;
     double rescan_interval_s;

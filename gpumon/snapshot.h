@@ -111,7 +111,8 @@ struct snapshot {
     char hostname[256];
     char driver_version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
     int cuda_version;
-    unsigned n_gpu;
+    unsigned n_gpu; /* GPUs shown: those NVML reports, then those it stopped reporting (lost) */
+    unsigned n_nvml_gpu; /* GPUs NVML reports: gpu[0..n_nvml_gpu) */
     struct gpu_sample *gpu;
     uint64_t nvml_errors; /* failed NVML calls since start, other than NOT_SUPPORTED */
 };

@@ -19,7 +19,8 @@
 
 static bool is_lost(nvmlReturn_t r)
 {
-    return r == NVML_ERROR_GPU_IS_LOST || r == NVML_ERROR_GPU_NOT_FOUND;
+    return r == NVML_ERROR_GPU_IS_LOST || r == NVML_ERROR_GPU_NOT_FOUND ||
+           r == NVML_ERROR_RESET_REQUIRED;
 }
 
 static bool is_unsupported(nvmlReturn_t r)

@@ -164,6 +164,7 @@ int nvml_errno(nvmlReturn_t r)
         return -EOPNOTSUPP;
     case NVML_ERROR_GPU_IS_LOST:
     case NVML_ERROR_GPU_NOT_FOUND:
+    case NVML_ERROR_RESET_REQUIRED:
         return -ENODEV;
     case NVML_ERROR_NO_PERMISSION:
         return -EACCES;

@@ -39,7 +39,8 @@ const struct nvml_api *nvml_api(const struct nvml *n);
 const char *nvml_error_string(const struct nvml *n, nvmlReturn_t r);
 
 /* Maps an NVML return code to a negative errno: SUCCESS 0, NOT_SUPPORTED and
- * FUNCTION_NOT_FOUND -EOPNOTSUPP, GPU_IS_LOST and GPU_NOT_FOUND -ENODEV, NO_PERMISSION -EACCES,
+ * FUNCTION_NOT_FOUND -EOPNOTSUPP, GPU_IS_LOST, GPU_NOT_FOUND and
+ * RESET_REQUIRED -ENODEV (the GPU is gone until a reset), NO_PERMISSION -EACCES,
  * NOT_FOUND -ENOENT, INSUFFICIENT_SIZE -ENOBUFS, TIMEOUT -ETIMEDOUT, DRIVER_NOT_LOADED -ENXIO,
  * UNINITIALIZED -EPIPE, everything else -EIO. */
 int nvml_errno(nvmlReturn_t r);

@@ -46,6 +46,7 @@ static struct snapshot *snap_new(bool up, unsigned n_gpu)
         s->cuda_version = 13000;
     }
     s->n_gpu = n_gpu;
+    s->n_nvml_gpu = n_gpu;
     if (n_gpu) {
         s->gpu = calloc(n_gpu, sizeof(*s->gpu));
         assert_non_null(s->gpu);

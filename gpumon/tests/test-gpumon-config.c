@@ -51,6 +51,7 @@ static void test_defaults(void **state)
     assert_string_equal(c.hostname, host);
     assert_string_equal(c.nvml_library, "");
     assert_string_equal(c.proc_root, "/proc");
+    assert_string_equal(c.sysfs_root, "/sys");
     assert_true(c.process_metrics);
     assert_false(c.pcie_throughput);
     gpumon_config_done(&c);
@@ -67,6 +68,7 @@ static void test_file_overrides_defaults(void **state)
                                                          "hostname = node17\n"
                                                          "nvml_library = /opt/nvml.so\n"
                                                          "proc_root = /host/proc\n"
+                                                         "sysfs_root =\n"
                                                          "process_metrics = no\n"
                                                          "pcie_throughput = yes\n")};
     struct gpumon_config c;
@@ -79,6 +81,7 @@ static void test_file_overrides_defaults(void **state)
     assert_string_equal(c.hostname, "node17");
     assert_string_equal(c.nvml_library, "/opt/nvml.so");
     assert_string_equal(c.proc_root, "/host/proc");
+    assert_string_equal(c.sysfs_root, "");
     assert_false(c.process_metrics);
     assert_true(c.pcie_throughput);
     gpumon_config_done(&c);
@@ -195,6 +198,11 @@ static void test_bad_values(void **state)
     struct gpumon_flags p = {.proc_root = "proc"};
     msg = load_fails(&p, -EINVAL);
     assert_non_null(strstr(msg, "--proc-root proc"));
+
+    h.config_path = write_config("[gpumon]\nsysfs_root = sys\n");
+    msg = load_fails(&h, -EINVAL);
+    assert_non_null(strstr(msg, "sysfs_root"));
+    assert_non_null(strstr(msg, "gpumon.conf:2"));
 
     char longname[300];
     memset(longname, 'a', sizeof(longname) - 1);

@@ -1,6 +1,7 @@
 /* Tests for gpumon/procs.c: attribution of GPU processes to users, containers and jobs, from a
  * proc tree built in a temp directory (cgroup v1 and v2 layouts of docker, podman, containerd,
  * capsule, Slurm and gpuq), from hostile input, and from the real /proc. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -15,6 +16,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -25,6 +27,46 @@
 #define HEX8 "0123456789ab"
 
 static char root[64];
+
+/* ---- a directory of users the test controls ---- */
+
+/* getpwuid_r() is replaced for the uids TEST_UID0 .. TEST_UID0 + TEST_UIDS - 1: the test names
+ * them and counts the lookups, to see what the user cache asks NSS. Other uids go to the real
+ * getpwuid_r(). The executable's definition wins over libc's for procs.c, linked into it. */
+#define TEST_UID0 3000000000u
+#define TEST_UIDS 400
+
+static char test_user[TEST_UIDS][40]; /* "" = no such user */
+static unsigned test_lookups[TEST_UIDS];
+
+int getpwuid_r(uid_t uid, struct passwd *pw, char *buf, size_t buflen, struct passwd **result)
+{
+    if (uid < TEST_UID0 || uid >= TEST_UID0 + TEST_UIDS) {
+        typedef int (*real_fn)(uid_t, struct passwd *, char *, size_t, struct passwd **);
+        real_fn real;
+        void *sym = dlsym(RTLD_NEXT, "getpwuid_r");
+        memcpy(&real, &sym, sizeof(real));
+        return real(uid, pw, buf, buflen, result);
+    }
+    const char *name = test_user[uid - TEST_UID0];
+    test_lookups[uid - TEST_UID0]++;
+    *result = NULL;
+    if (!name[0])
+        return 0;
+    size_t n = strlen(name);
+    if (n + 1 > buflen)
+        return ERANGE;
+    memcpy(buf, name, n + 1);
+    *pw = (struct passwd){.pw_name = buf,
+                          .pw_passwd = buf + n,
+                          .pw_uid = uid,
+                          .pw_gid = uid,
+                          .pw_gecos = buf + n,
+                          .pw_dir = buf + n,
+                          .pw_shell = buf + n};
+    *result = pw;
+    return 0;
+}
 
 static int setup(void **state)
 {
@@ -307,6 +349,84 @@ static void test_user_without_name(void **state)
     assert_string_equal(p.user, num);
 }
 
+/* Two processes of one user: NSS is asked once, not per process (a slow directory would stall
+ * every new GPU process otherwise). */
+static void test_user_cached(void **state)
+{
+    unsigned i = 1;
+    snprintf(test_user[i], sizeof(test_user[i]), "alice");
+    make_proc(600, TEST_UID0 + i, "a\n", "0::/\n", NULL, 0);
+    make_proc(601, TEST_UID0 + i, "b\n", "0::/\n", NULL, 0);
+    assert_string_equal(describe_ok(600).user, "alice");
+    assert_string_equal(describe_ok(601).user, "alice");
+    assert_string_equal(describe_ok(600).user, "alice");
+    assert_int_equal(test_lookups[i], 1);
+
+    /* A uid without a name is cached too: it is the slow case with a network directory. */
+    make_proc(602, TEST_UID0 + 2, "c\n", "0::/\n", NULL, 0);
+    make_proc(603, TEST_UID0 + 2, "d\n", "0::/\n", NULL, 0);
+    char num[16];
+    snprintf(num, sizeof(num), "%u", TEST_UID0 + 2);
+    assert_string_equal(describe_ok(602).user, num);
+    assert_string_equal(describe_ok(603).user, num);
+    assert_int_equal(test_lookups[2], 1);
+}
+
+/* A cached name is looked up again once PROCS_USER_CACHE_TTL_S have passed (a renamed account). */
+static void test_user_cache_refresh(void **state)
+{
+    unsigned i = 10;
+    char buf[33];
+    snprintf(test_user[i], sizeof(test_user[i]), "bob");
+    procs_user_name(TEST_UID0 + i, 1000.0, buf, sizeof(buf));
+    assert_string_equal(buf, "bob");
+    snprintf(test_user[i], sizeof(test_user[i]), "robert");
+    procs_user_name(TEST_UID0 + i, 1000.0 + PROCS_USER_CACHE_TTL_S - 1, buf, sizeof(buf));
+    assert_string_equal(buf, "bob");
+    assert_int_equal(test_lookups[i], 1);
+    procs_user_name(TEST_UID0 + i, 1000.0 + PROCS_USER_CACHE_TTL_S + 1, buf, sizeof(buf));
+    assert_string_equal(buf, "robert");
+    assert_int_equal(test_lookups[i], 2);
+
+    /* A name that does not fit the caller's buffer: the number instead. */
+    char small[4];
+    procs_user_name(TEST_UID0 + i, 1000.0 + PROCS_USER_CACHE_TTL_S + 2, small, sizeof(small));
+    assert_string_equal(small, "300");
+    assert_int_equal(test_lookups[i], 2);
+}
+
+/* The cache holds PROCS_USER_CACHE_MAX uids: one more pushes out the one that expires first, and
+ * the others stay cached. */
+static void test_user_cache_bounded(void **state)
+{
+    _Static_assert(PROCS_USER_CACHE_MAX + 101 < TEST_UIDS, "enough test uids");
+    char buf[33];
+    /* Later than every entry the other tests left (procs_describe() uses the monotonic clock),
+     * so those expire first and make room. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double t0 = (double)ts.tv_sec + 2 * PROCS_USER_CACHE_TTL_S;
+    unsigned first = 100, n = PROCS_USER_CACHE_MAX;
+    for (unsigned k = 0; k < n; k++) {
+        snprintf(test_user[first + k], sizeof(test_user[0]), "user%u", k);
+        procs_user_name(TEST_UID0 + first + k, t0 + k * 0.001, buf, sizeof(buf));
+        assert_string_equal(buf, test_user[first + k]);
+    }
+    for (unsigned k = 0; k < n; k++)
+        assert_int_equal(test_lookups[first + k], 1);
+    /* All n are cached now. */
+    double t1 = t0 + 1;
+    procs_user_name(TEST_UID0 + first, t1, buf, sizeof(buf));
+    assert_int_equal(test_lookups[first], 1);
+
+    /* One more: the entry of `first` expires first and goes. */
+    procs_user_name(TEST_UID0 + first + n, t1, buf, sizeof(buf));
+    procs_user_name(TEST_UID0 + first + 1, t1, buf, sizeof(buf));
+    assert_int_equal(test_lookups[first + 1], 1);
+    procs_user_name(TEST_UID0 + first, t1, buf, sizeof(buf));
+    assert_int_equal(test_lookups[first], 2);
+}
+
 static void assert_unknown(const struct proc_sample *p)
 {
     assert_int_equal(p->uid, (uid_t)-1);
@@ -389,6 +509,9 @@ int main(void)
         cmocka_unit_test(test_huge_cgroup),
         cmocka_unit_test(test_comm_and_status_hostile),
         cmocka_unit_test(test_user_without_name),
+        cmocka_unit_test(test_user_cached),
+        cmocka_unit_test(test_user_cache_refresh),
+        cmocka_unit_test(test_user_cache_bounded),
         cmocka_unit_test(test_vanished),
         cmocka_unit_test(test_real_proc_self),
         cmocka_unit_test(test_sanitize),

@@ -69,9 +69,9 @@ static void gpu_json(char *buf, size_t size, unsigned n, unsigned temperature, c
         n, temperature, extra ? extra : "");
 }
 
-/* Writes a fixture of one or two such GPUs. */
-static void write_gpus(unsigned n_gpus, unsigned temperature, const char *extra0,
-                       const char *extra1)
+/* Writes a fixture of one or two such GPUs to path. */
+static void write_gpus_to(const char *path, unsigned n_gpus, unsigned temperature,
+                          const char *extra0, const char *extra1)
 {
     char g0[4096], g1[4096], all[9000];
     gpu_json(g0, sizeof(g0), 0, temperature, extra0);
@@ -79,7 +79,14 @@ static void write_gpus(unsigned n_gpus, unsigned temperature, const char *extra0
     snprintf(all, sizeof(all),
              "{\"driver_version\": \"550.127.08\", \"cuda_version\": \"12.4\", \"gpus\": [%s%s%s]}",
              g0, n_gpus > 1 ? ", " : "", n_gpus > 1 ? g1 : "");
-    write_file(fixture, all);
+    write_file(path, all);
+}
+
+/* The same, as the fixture the running fake reads. */
+static void write_gpus(unsigned n_gpus, unsigned temperature, const char *extra0,
+                       const char *extra1)
+{
+    write_gpus_to(fixture, n_gpus, temperature, extra0, extra1);
 }
 
 /* A process directory under proc_root, as procs_describe() and the start-time check read it. */
@@ -112,6 +119,7 @@ static struct sampler_config config(void)
         .nvml_library = getenv("FAKE_NVML_LIB"),
         .hostname = "testhost",
         .proc_root = proc_root,
+        .sysfs_root = "", /* not this host's GPUs: the fake's */
         .interval_s = 0.05,
         .slow_interval_s = 0.2,
         .rescan_interval_s = 60, /* no re-load unless a test asks for one */
@@ -380,7 +388,7 @@ static void test_not_supported(void **state)
     snapshot_unref(snap);
 
     /* Now everything answers: the failed call is retried, the unsupported ones are not asked
-     * again (until a re-load). */
+     * again (until the next rescan interval, a minute here). */
     write_file(fixture,
                "{\"gpus\": [{\"name\": \"NVIDIA GeForce RTX 4090\", \"uuid\": \"" UUID0 "\","
                " \"pci_bus_id\": \"00000000:01:00.0\", \"temperature\": 60,"
@@ -391,6 +399,37 @@ static void test_not_supported(void **state)
     snap = sampler_current(s);
     assert_false(has(&snap->gpu[0], GF_FAN_SPEED));
     assert_false(has(&snap->gpu[0], GF_TOTAL_ENERGY));
+    snapshot_unref(snap);
+    sampler_free(s);
+}
+
+static bool fan_and_energy_present(const struct snapshot *snap, const void *arg)
+{
+    return snap->n_gpu > 0 && has(&snap->gpu[0], GF_FAN_SPEED) &&
+           has(&snap->gpu[0], GF_TOTAL_ENERGY);
+}
+
+/* A field answered NOT_SUPPORTED is asked again every rescan interval, fast and slow ones: a
+ * driver update or a mode change may bring it back, and a restart must not be needed. */
+static void test_unsupported_reprobed(void **state)
+{
+    write_gpus(1, 58,
+               ",\"unsupported\": [\"nvmlDeviceGetFanSpeed\","
+               " \"nvmlDeviceGetTotalEnergyConsumption\"]",
+               NULL);
+    struct sampler_config c = config();
+    c.rescan_interval_s = 0.3;
+    struct sampler *s = start(&c);
+    struct snapshot *snap = sampler_current(s);
+    assert_false(has(&snap->gpu[0], GF_FAN_SPEED));
+    assert_false(has(&snap->gpu[0], GF_TOTAL_ENERGY));
+    assert_true(has(&snap->gpu[0], GF_GPU_TEMP));
+    snapshot_unref(snap);
+
+    write_gpus(1, 58, NULL, NULL);
+    snap = wait_for(s, fan_and_energy_present, NULL);
+    check_values(&snap->gpu[0].values);
+    assert_int_equal(snap->nvml_errors, 0);
     snapshot_unref(snap);
     sampler_free(s);
 }
@@ -481,6 +520,97 @@ static bool gpu1_back(const struct snapshot *snap, const void *arg)
     return snap->up && snap->n_gpu == 2 && !snap->gpu[1].lost && has(&snap->gpu[1], GF_GPU_TEMP);
 }
 
+/* RESET_REQUIRED and GPU_NOT_FOUND mean the GPU will not answer before a reset: lost at once, like
+ * GPU_IS_LOST, rather than shown healthy with its series missing. */
+static void test_reset_required_is_lost(void **state)
+{
+    static const char *const errors[] = {"RESET_REQUIRED", "GPU_NOT_FOUND"};
+    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
+        write_gpus(2, 58, NULL, NULL);
+        struct sampler_config c = config();
+        struct sampler *s = start(&c);
+        char extra[128];
+        snprintf(extra, sizeof(extra), ",\"errors\": {\"nvmlDeviceGetTemperature\": \"%s\"}",
+                 errors[i]);
+        write_gpus(2, 58, NULL, extra);
+        struct snapshot *snap = wait_for(s, gpu1_lost, NULL);
+        assert_string_equal(snap->gpu[1].id.uuid, UUID1);
+        assert_int_equal(snap->gpu[1].values.have, 0);
+        assert_false(snap->gpu[0].lost);
+        snapshot_unref(snap);
+        sampler_free(s);
+    }
+}
+
+static bool gpu1_energy_above(const struct snapshot *snap, const void *arg)
+{
+    return gpu1_back(snap, arg) && has(&snap->gpu[1], GF_TOTAL_ENERGY) &&
+           snap->gpu[1].values.v[GF_TOTAL_ENERGY] >= *(const double *)arg;
+}
+
+/* Every call the fast pass makes on a GPU (gpu_json's), plus the handle lookup that a re-open of
+ * NVML would make: a re-open would leave GPU 1 unreadable for good. */
+#define ALL_CALLS_FAIL(error)                                                                      \
+    ",\"errors\": {\"nvmlDeviceGetUtilizationRates\": \"" error "\","                              \
+    " \"nvmlDeviceGetMemoryInfo_v2\": \"" error "\", \"nvmlDeviceGetTemperature\": \"" error "\"," \
+    " \"nvmlDeviceGetFieldValues\": \"" error "\", \"nvmlDeviceGetPowerUsage\": \"" error "\","    \
+    " \"nvmlDeviceGetEnforcedPowerLimit\": \"" error "\", \"nvmlDeviceGetClockInfo\": \"" error    \
+    "\", \"nvmlDeviceGetFanSpeed\": \"" error "\", \"nvmlDeviceGetPcieReplayCounter\": \"" error   \
+    "\", \"nvmlDeviceGetEncoderUtilization\": \"" error "\","                                      \
+    " \"nvmlDeviceGetDecoderUtilization\": \"" error "\","                                         \
+    " \"nvmlDeviceGetCurrentClocksEventReasons\": \"" error "\","                                  \
+    " \"nvmlDeviceGetEccMode\": \"" error "\","                                                    \
+    " \"nvmlDeviceGetComputeRunningProcesses_v3\": \"" error "\","                                 \
+    " \"nvmlDeviceGetGraphicsRunningProcesses_v3\": \"" error "\","                                \
+    " \"nvmlDeviceGetTotalEnergyConsumption\": \"" error "\","                                     \
+    " \"nvmlDeviceGetRemappedRows\": \"" error "\", \"nvmlDeviceGetHandleByIndex_v2\": \"" error   \
+    "\"}"
+
+/* A GPU that answers every call with an error (here UNKNOWN) is shown lost after a few passes,
+ * and shown again as soon as it answers; NVML is not re-opened for it. One failing call is not
+ * enough. */
+static void test_failing_gpu_shown_lost(void **state)
+{
+    write_gpus(2, 58, NULL, NULL);
+    struct sampler_config c = config();
+    c.rescan_interval_s = 0.2;
+    struct sampler *s = start(&c);
+
+    write_gpus(2, 58, NULL, ",\"errors\": {\"nvmlDeviceGetPowerUsage\": \"UNKNOWN\"}");
+    usleep(300 * 1000);
+    skip_passes(s, 4);
+    struct snapshot *snap = sampler_current(s);
+    assert_false(snap->gpu[1].lost);
+    assert_true(has(&snap->gpu[1], GF_GPU_TEMP));
+    snapshot_unref(snap);
+
+    write_gpus(2, 58, NULL, ALL_CALLS_FAIL("UNKNOWN"));
+    snap = wait_for(s, gpu1_lost, NULL);
+    assert_string_equal(snap->gpu[1].id.uuid, UUID1);
+    assert_int_equal(snap->gpu[1].values.have, 0);
+    assert_int_equal(snap->gpu[1].n_proc, 0);
+    assert_false(snap->gpu[0].lost);
+    check_values(&snap->gpu[0].values);
+    uint64_t errors = snap->nvml_errors;
+    snapshot_unref(snap);
+    usleep(600 * 1000); /* several rescans */
+    skip_passes(s, 2);
+    snap = sampler_current(s);
+    assert_true(snap->gpu[1].lost);
+    assert_true(snap->nvml_errors > errors); /* still asked: it is not GPU_IS_LOST */
+    snapshot_unref(snap);
+
+    /* Back with its first answer; the slow fields follow with the next slow pass. */
+    write_gpus(2, 58, NULL, NULL);
+    snapshot_unref(wait_for(s, gpu1_back, NULL));
+    double energy = 0;
+    snap = wait_for(s, gpu1_energy_above, &energy);
+    assert_string_equal(snap->gpu[1].id.uuid, UUID1);
+    check_values(&snap->gpu[1].values);
+    snapshot_unref(snap);
+    sampler_free(s);
+}
+
 /* With re-loads: a GPU lost at load time is shown lost under its old identity, and comes back
  * when the driver has it again (after a reset). */
 static void test_gpu_back_after_reset(void **state)
@@ -529,6 +659,9 @@ static void test_gpu_vanishes(void **state)
     assert_string_equal(snap->gpu[0].id.uuid, UUID0);
     assert_string_equal(snap->gpu[1].id.uuid, UUID1);
     assert_int_equal(snap->gpu[1].values.have, 0);
+    /* Shown: both; reported by NVML (gpumon_gpus): one. */
+    assert_int_equal(snap->n_gpu, 2);
+    assert_int_equal(snap->n_nvml_gpu, 1);
     snapshot_unref(snap);
 
     write_gpus(2, 58, NULL, NULL);
@@ -536,6 +669,65 @@ static void test_gpu_vanishes(void **state)
     assert_string_equal(snap->gpu[1].id.uuid, UUID1);
     snapshot_unref(snap);
     sampler_free(s);
+}
+
+/* <dir>/sys/bus/pci/drivers/nvidia/<name>/class with class, as the kernel shows a bound device. */
+static void add_pci(const char *name, const char *class)
+{
+    char path[PATH_MAX + 64];
+    int n = snprintf(path, sizeof(path), "%s/sys/bus/pci/drivers/nvidia/%s", dir, name);
+    assert_true(n > 0 && (size_t)n < sizeof(path) - 8);
+    assert_int_equal(mkdir(path, 0755), 0);
+    strcat(path, "/class");
+    write_file(path, class);
+}
+
+/* NVML counts GPUs once per init, so a GPU that the kernel gains (hot-plug, back from a reset) is
+ * only seen through the PCI devices bound to the nvidia driver: their count differing from the
+ * model's re-opens NVML. The fake stands in for a driver that would see two GPUs after a re-init
+ * (it reads FAKE_NVML_FIXTURE only at init). */
+static void test_pci_count_reopens(void **state)
+{
+    char sysfs[PATH_MAX], path[PATH_MAX + 64], fixture2[PATH_MAX];
+    snprintf(sysfs, sizeof(sysfs), "%s/sys", dir);
+    const char *parts[] = {"/sys", "/sys/bus", "/sys/bus/pci", "/sys/bus/pci/drivers",
+                           "/sys/bus/pci/drivers/nvidia"};
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+        snprintf(path, sizeof(path), "%s%s", dir, parts[i]);
+        assert_int_equal(mkdir(path, 0755), 0);
+    }
+    /* What else a driver directory holds: files, the module link, an NVSwitch (a bridge). */
+    snprintf(path, sizeof(path), "%s/bind", sysfs);
+    write_file(path, "");
+    snprintf(path, sizeof(path), "%s/bus/pci/drivers/nvidia/module", sysfs);
+    assert_int_equal(mkdir(path, 0755), 0);
+    add_pci("0000:00:00.0", "0x030200\n");
+    add_pci("0000:8a:00.0", "0x068000\n");
+
+    write_gpus(1, 58, NULL, NULL);
+    snprintf(fixture2, sizeof(fixture2), "%s/fixture2.json", dir);
+    write_gpus_to(fixture2, 2, 58, NULL, NULL);
+    struct sampler_config c = config();
+    c.sysfs_root = sysfs;
+    c.rescan_interval_s = 0.2;
+    struct sampler *s = start(&c);
+    /* No sampler thread reads the environment until NVML is re-opened. */
+    setenv("FAKE_NVML_FIXTURE", fixture2, 1);
+
+    /* One GPU in the kernel, one in the model: no re-open (else two GPUs would show). */
+    usleep(600 * 1000);
+    skip_passes(s, 2);
+    struct snapshot *snap = sampler_current(s);
+    assert_int_equal(snap->n_gpu, 1);
+    snapshot_unref(snap);
+
+    add_pci("0000:01:00.0", "0x030200\n");
+    snap = wait_for(s, two_gpus_up, NULL);
+    assert_string_equal(snap->gpu[1].id.uuid, UUID1);
+    check_values(&snap->gpu[1].values);
+    snapshot_unref(snap);
+    sampler_free(s);
+    setenv("FAKE_NVML_FIXTURE", fixture, 1);
 }
 
 static bool is_up(const struct snapshot *snap, const void *arg)
@@ -670,6 +862,50 @@ static void test_mig(void **state)
     sampler_free(s);
 }
 
+#define MIG_UTIL_GPU(enabled)                                                                      \
+    "{\"gpus\": [{\"name\": \"NVIDIA H100 80GB HBM3\", \"uuid\": \"" UUID0 "\","                   \
+    " \"pci_bus_id\": \"00000000:1B:00.0\", \"temperature\": 50,"                                  \
+    " \"utilization\": {\"gpu\": 87, \"memory\": 42}, \"encoder_util\": 5,"                        \
+    " \"memory\": {\"total\": 85520809984, \"used\": 42949672960},"                                \
+    " \"mig_profiles\": [{\"index\": 0, \"id\": 19, \"name\": \"MIG 1g.10gb\", \"slices\": 1,"     \
+    "  \"memory_mb\": 9984}],"                                                                     \
+    " \"mig\": {\"enabled\": " enabled ", \"instances\": ["                                        \
+    "  {\"gi\": 9, \"ci\": 0, \"profile_id\": 19, \"uuid\": \"MIG-a\"}]}}]}"
+
+static bool util_shown(const struct snapshot *snap, const void *arg)
+{
+    return snap->n_gpu == 1 && has(&snap->gpu[0], GF_GPU_UTIL) == *(const bool *)arg &&
+           snap->gpu[0].n_mig == (*(const bool *)arg ? 0 : 1);
+}
+
+/* In MIG mode the parent answers NOT_SUPPORTED for utilisation; once MIG is off it answers again,
+ * and gpumon shows it without waiting for a rescan (a minute here) or a restart. */
+static void test_mig_mode_change_reprobes(void **state)
+{
+    write_file(fixture, MIG_UTIL_GPU("true"));
+    struct sampler_config c = config();
+    struct sampler *s = start(&c);
+    struct snapshot *snap = sampler_current(s);
+    assert_false(has(&snap->gpu[0], GF_GPU_UTIL));
+    assert_true(has(&snap->gpu[0], GF_ENC_UTIL));
+    assert_int_equal(snap->gpu[0].n_mig, 1);
+    snapshot_unref(snap);
+
+    write_file(fixture, MIG_UTIL_GPU("false"));
+    bool shown = true;
+    snap = wait_for(s, util_shown, &shown);
+    assert_true(snap->gpu[0].values.v[GF_GPU_UTIL] == 87);
+    assert_true(snap->gpu[0].values.v[GF_MEM_COPY_UTIL] == 42);
+    snapshot_unref(snap);
+
+    write_file(fixture, MIG_UTIL_GPU("true"));
+    shown = false;
+    snap = wait_for(s, util_shown, &shown);
+    assert_int_equal(snap->nvml_errors, 0);
+    snapshot_unref(snap);
+    sampler_free(s);
+}
+
 static bool comm_is(const struct snapshot *snap, const void *arg)
 {
     const struct proc_sample *p = snap->n_gpu ? find_proc(&snap->gpu[0], 4242) : NULL;
@@ -692,10 +928,9 @@ static void test_process_cache(void **state)
     struct sampler *s = start(&c);
     snapshot_unref(wait_for(s, comm_is, "trainer"));
 
-    /* Same process (start time unchanged): /proc is not read again. */
+    /* Same process (start time unchanged): only its start time is read again, not the rest. */
     write_proc(4242, "renamed", 1000);
-    usleep(3 * 200 * 1000); /* past the start-time check of a slow interval */
-    skip_passes(s, 2);
+    skip_passes(s, 4);
     struct snapshot *snap = sampler_current(s);
     assert_true(comm_is(snap, "trainer"));
     snapshot_unref(snap);
@@ -710,6 +945,50 @@ static void test_process_cache(void **state)
     write_proc(4242, "third", 2000);
     write_gpus(1, 58, with, NULL);
     snapshot_unref(wait_for(s, comm_is, "third"));
+    sampler_free(s);
+}
+
+/* A pid reused by a new process gets the newcomer's labels in the next pass, not a slow interval
+ * (a minute here) later. */
+static void test_pid_reuse_seen_at_once(void **state)
+{
+    write_proc(4242, "trainer", 1000);
+    write_gpus(1, 58, ",\"processes\": [{\"pid\": 4242, \"used_memory\": 1048576}]", NULL);
+    struct sampler_config c = config();
+    c.slow_interval_s = 60;
+    struct sampler *s = start(&c);
+    snapshot_unref(wait_for(s, comm_is, "trainer"));
+    write_proc(4242, "newcomer", 2000);
+    snapshot_unref(wait_for(s, comm_is, "newcomer"));
+    sampler_free(s);
+}
+
+/* A process gone from /proc that NVML still lists (it lags behind) keeps its labels: blank ones
+ * would start a new series for the same process. */
+static void test_process_gone_keeps_labels(void **state)
+{
+    write_proc(4242, "trainer", 1000);
+    write_gpus(1, 58, ",\"processes\": [{\"pid\": 4242, \"used_memory\": 1048576}]", NULL);
+    struct sampler_config c = config();
+    struct sampler *s = start(&c);
+    snapshot_unref(wait_for(s, comm_is, "trainer"));
+    static const char *const files[] = {"comm", "status", "cgroup", "stat"};
+    char path[PATH_MAX + 32];
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        snprintf(path, sizeof(path), "%s/4242/%s", proc_root, files[i]);
+        assert_int_equal(unlink(path), 0);
+    }
+    snprintf(path, sizeof(path), "%s/4242", proc_root);
+    assert_int_equal(rmdir(path), 0);
+    usleep(3 * 200 * 1000); /* past several slow intervals */
+    skip_passes(s, 2);
+    struct snapshot *snap = sampler_current(s);
+    const struct proc_sample *p = find_proc(&snap->gpu[0], 4242);
+    assert_non_null(p);
+    assert_string_equal(p->comm, "trainer");
+    assert_int_equal(p->uid, 1000);
+    assert_string_equal(p->container, "docker://4f1c2a3b5d6e");
+    snapshot_unref(snap);
     sampler_free(s);
 }
 
@@ -834,16 +1113,23 @@ int main(void)
         cmocka_unit_test(test_pcie_and_no_processes),
         cmocka_unit_test(test_fixture_change_shows),
         cmocka_unit_test(test_not_supported),
+        cmocka_unit_test(test_unsupported_reprobed),
         cmocka_unit_test(test_slow_call_does_not_delay_fast),
         cmocka_unit_test(test_gpu_lost),
         cmocka_unit_test(test_gpu_back_after_reset),
+        cmocka_unit_test(test_reset_required_is_lost),
+        cmocka_unit_test(test_failing_gpu_shown_lost),
         cmocka_unit_test(test_gpu_vanishes),
+        cmocka_unit_test(test_pci_count_reopens),
         cmocka_unit_test(test_no_driver_then_driver),
         cmocka_unit_test(test_no_library),
         cmocka_unit_test(test_bad_intervals),
         cmocka_unit_test(test_old_driver),
         cmocka_unit_test(test_mig),
+        cmocka_unit_test(test_mig_mode_change_reprobes),
         cmocka_unit_test(test_process_cache),
+        cmocka_unit_test(test_pid_reuse_seen_at_once),
+        cmocka_unit_test(test_process_gone_keeps_labels),
         cmocka_unit_test(test_server),
         cmocka_unit_test(test_server_health_down),
     };

@@ -153,7 +153,7 @@ static void test_errno_mapping(void **state)
         {NVML_ERROR_DRIVER_NOT_LOADED, -ENXIO},
         {NVML_ERROR_UNINITIALIZED, -EPIPE},
         {NVML_ERROR_INVALID_ARGUMENT, -EIO},
-        {NVML_ERROR_RESET_REQUIRED, -EIO},
+        {NVML_ERROR_RESET_REQUIRED, -ENODEV},
         {NVML_ERROR_UNKNOWN, -EIO},
         {12345, -EIO},
     };
