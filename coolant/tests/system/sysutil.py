@@ -1,174 +1,51 @@
-"""Helpers for gpunode's system tests: processes, polling, the control API over a Unix socket,
-/metrics scraping, a throw-away Docker Engine and a Docker Engine that never answers.
+"""Helpers for gpunode's system tests: coolsim and coold, the control API over a Unix socket,
+/metrics as coold serves it, a throw-away Docker Engine and a Docker Engine that never answers.
+What every component's tests need alike (processes, polling, temp dirs, HTTP, the exposition
+parser) is in tests/pylib/gntest.py and re-exported here under the names the tests use.
 
 Everything here binds to loopback or to Unix sockets inside a temp dir, so tests can run in
 parallel, and every process started here is stopped again by whoever started it (the fixtures).
 """
 
-import ctypes
 import http.client
 import json
 import os
-import re
 import shutil
-import signal
 import socket
 import subprocess
+import sys
 import tarfile
-import tempfile
 import threading
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 
-# Sanitizer reports that make a run fail even when the program's exit status hides them.
-SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+# gntest is found from this file's place rather than through a conftest.py, so it imports the
+# same whichever folder or file pytest is started on, and in a script outside pytest.
+if str(REPO / "tests" / "pylib") not in sys.path:
+    sys.path.insert(0, str(REPO / "tests" / "pylib"))
 
-
-def build_dir():
-    """The build directory whose binaries are under test: $GPUNODE_BUILD, else <repo>/build."""
-    return Path(os.environ.get("GPUNODE_BUILD", REPO / "build")).resolve()
+import gntest  # noqa: E402
+from gntest import (  # noqa: E402,F401 - re-exported for the tests
+    SANITIZER_MARKERS,
+    Proc,
+    Response,
+    build_dir,
+    free_port,
+    http_call,
+    run,
+    scrape,
+    short_tmpdir,
+    wait_for,
+)
 
 
 def binary(name):
-    """Path of one of the project's programs in the build dir; fails the test if it is missing,
-    because a missing binary means the build under test is broken, not that the test is moot."""
-    import pytest
-
-    path = build_dir() / "coolant" / name / name
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"{name} is not built at {path} (set GPUNODE_BUILD to the build dir)")
-    return str(path)
+    """Path of one of coolant's programs in the build dir; fails the test if it is missing."""
+    return str(gntest.need_built(build_dir() / "coolant" / name / name, name, executable=True))
 
 
-def short_tmpdir(prefix):
-    """A fresh temp dir with a short path: Unix socket paths are limited to 107 bytes, and
-    pytest's tmp_path can be longer than that. World-traversable so a test user can reach the
-    control socket inside it."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
-    path.chmod(0o755)
-    return path
-
-
-def free_port():
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout, what, interval=0.1):
-    """Polls predicate() until it returns something truthy (returned) or timeout seconds pass
-    (AssertionError naming `what`). Exceptions from predicate count as "not yet"; the last one
-    is quoted in the failure so a broken peer is easy to tell from a slow one."""
-    deadline = time.monotonic() + timeout
-    last_exc = None
-    while True:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as exc:  # noqa: BLE001 - any failure means "not yet"
-            last_exc = exc
-        if time.monotonic() >= deadline:
-            detail = f" (last error: {last_exc!r})" if last_exc else ""
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
-        time.sleep(interval)
-
-
-def _die_with_parent():
-    # PR_SET_PDEATHSIG: a child must not outlive a pytest that was killed mid-run.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM, 0, 0, 0)
-
-
-class Proc:
-    """A program started for a test, its stdout and stderr in one log file."""
-
-    def __init__(self, argv, log_path, env=None, cwd=None):
-        self.argv = [str(a) for a in argv]
-        self.log_path = Path(log_path)
-        self._log = open(self.log_path, "ab")
-        full_env = dict(os.environ)
-        full_env.update(env or {})
-        self.popen = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=full_env,
-            cwd=cwd,
-            preexec_fn=_die_with_parent,
-        )
-        self.pid = self.popen.pid
-
-    def log(self):
-        """The program's output so far, as text."""
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def tail(self, lines=40):
-        return "\n".join(self.log().splitlines()[-lines:])
-
-    def running(self):
-        return self.popen.poll() is None
-
-    def wait(self, timeout):
-        """Waits for the program to exit by itself; returns its status or fails the test."""
-        try:
-            return self.popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(
-                f"{self.argv[0]} still running after {timeout}s; log:\n{self.tail()}"
-            ) from None
-
-    def stop(self, timeout=15):
-        """SIGTERM, then SIGKILL after `timeout` seconds. Returns the exit status (negative for
-        a signal, as subprocess reports it)."""
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        self._log.close()
-        return self.popen.returncode
-
-    def sanitizer_report(self):
-        """The first sanitizer report line in the log, or None."""
-        for line in self.log().splitlines():
-            if any(m in line for m in SANITIZER_MARKERS):
-                return line
-        return None
-
-
-def run(argv, timeout=30, user=None, env=None, check=False):
-    """Runs a command to completion and returns CompletedProcess with text output. `user` is a
-    (uid, gid) pair to run it as, through setpriv, so supplementary groups come from
-    /etc/group as they would for a login."""
-    argv = [str(a) for a in argv]
-    if user is not None:
-        uid, gid = user
-        argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups", "--"] + argv
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    full_env.setdefault("NO_COLOR", "1")
-    return subprocess.run(
-        argv,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=full_env,
-        check=check,
-    )
-
-
-# ---- HTTP over a Unix socket (coold's control API) and over TCP (/metrics) ----
+# ---- HTTP over a Unix socket (coold's control API) and /metrics ----
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -185,81 +62,15 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-class Response:
-    def __init__(self, status, headers, body):
-        self.status = status
-        self.headers = headers
-        self.body = body
-
-    def json(self):
-        return json.loads(self.body.decode())
-
-    def text(self):
-        return self.body.decode()
-
-    def __repr__(self):
-        return f"<Response {self.status} {self.body[:200]!r}>"
-
-
-def http_call(conn, method, path, body=None, headers=None):
-    """One request on a fresh connection; returns Response. A dict body is sent as JSON."""
-    headers = dict(headers or {})
-    if isinstance(body, (dict, list)):
-        body = json.dumps(body).encode()
-        headers.setdefault("Content-Type", "application/json")
-    try:
-        conn.request(method, path, body=body, headers=headers)
-        resp = conn.getresponse()
-        data = resp.read()
-        return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
-    finally:
-        conn.close()
-
-
 def api(socket_path, method, path, body=None, timeout=30):
     """A control-API call to coold over its Unix socket."""
     return http_call(UnixHTTPConnection(socket_path, timeout=timeout), method, path, body)
 
 
-def scrape(port, accept=None, accept_encoding=None, timeout=10):
-    """GET /metrics on 127.0.0.1:port. Returns Response with the body as sent (not gunzipped)."""
-    headers = {}
-    if accept:
-        headers["Accept"] = accept
-    if accept_encoding:
-        headers["Accept-Encoding"] = accept_encoding
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    return http_call(conn, "GET", "/metrics", headers=headers)
-
-
-_SAMPLE_RE = re.compile(
-    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$"
-)
-_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?')
-
-
 def parse_metrics(text):
-    """Parses an exposition (text 0.0.4 or OpenMetrics) into {(name, ((label, value), ...)):
-    float}, labels sorted. Comment lines are skipped; a malformed sample line raises
-    ValueError, since a scraper would choke on it too."""
-    samples = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE_RE.match(line)
-        if not m:
-            raise ValueError(f"malformed sample line: {line!r}")
-        labels = []
-        raw = m.group("labels") or ""
-        pos = 0
-        while pos < len(raw):
-            lm = _LABEL_RE.match(raw, pos)
-            if not lm:
-                raise ValueError(f"malformed labels in: {line!r}")
-            labels.append((lm.group(1), lm.group(2)))
-            pos = lm.end()
-        samples[(m.group("name"), tuple(sorted(labels)))] = float(m.group("value"))
-    return samples
+    """gntest.parse_metrics as coolant's tests have always used it: a series given twice is not
+    an error here, the last one counts."""
+    return gntest.parse_metrics(text, allow_repeats=True)
 
 
 def metric(samples, name, **labels):

@@ -1,5 +1,7 @@
 """Helpers for gpumon's system tests: the gpumon process against the fake libnvidia-ml.so.1,
-its fixture file, scraping and parsing /metrics, golden expositions.
+its fixture file, checking /metrics against a fixture, golden expositions. What every
+component's tests need alike (processes, polling, temp dirs, HTTP, the exposition parser) is in
+tests/pylib/gntest.py and re-exported here under the names the tests use.
 
 Every gpumon started here listens on 127.0.0.1 on a free port and keeps its files (log, config,
 its own copy of the NVML fixture) in a temp dir of its own, so tests can run in parallel; whoever
@@ -9,17 +11,12 @@ Named gpumonutil, not sysutil: coolant's system tests run in the same pytest ses
 module name used twice would shadow the other.
 """
 
-import ctypes
-import gzip
-import http.client
 import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
-import tempfile
+import sys
 import time
 from pathlib import Path
 
@@ -29,8 +26,27 @@ REPO = Path(__file__).resolve().parents[3]
 FIXTURES = REPO / "tests" / "fixtures" / "nvml"
 GOLDEN = REPO / "gpumon" / "tests" / "golden" / "system"
 
-# Sanitizer reports that fail a run even when the exit status hides them.
-SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+# gntest is found from this file's place rather than through a conftest.py, so it imports the
+# same whichever folder or file pytest is started on, and in a script outside pytest.
+if str(REPO / "tests" / "pylib") not in sys.path:
+    sys.path.insert(0, str(REPO / "tests" / "pylib"))
+
+from gntest import (  # noqa: E402,F401 - re-exported for the tests
+    SAMPLE_RE,
+    SANITIZER_MARKERS,
+    ProcessDied,
+    Proc,
+    Response,
+    build_dir,
+    free_port,
+    need_built,
+    parse_metrics,
+    request,
+    run,
+    scrape,
+    short_tmpdir,
+    wait_for,
+)
 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4"
 OPENMETRICS_ACCEPT = "application/openmetrics-text; version=1.0.0"
@@ -38,20 +54,8 @@ OPENMETRICS_ACCEPT = "application/openmetrics-text; version=1.0.0"
 # ---- the build under test ----
 
 
-def build_dir():
-    """The build directory under test: $GPUNODE_BUILD, else <repo>/build."""
-    return Path(os.environ.get("GPUNODE_BUILD", REPO / "build")).resolve()
-
-
-def _need(path, what):
-    # A missing artefact means the build under test is broken: fail, do not skip.
-    if not Path(path).exists():
-        pytest.fail(f"{what} is not built at {path} (set GPUNODE_BUILD to the build dir)")
-    return Path(path)
-
-
 def gpumon_binary():
-    return str(_need(build_dir() / "gpumon" / "gpumon", "gpumon"))
+    return str(need_built(build_dir() / "gpumon" / "gpumon", "gpumon"))
 
 
 def fake_nvml_dir(variant="current"):
@@ -60,209 +64,19 @@ def fake_nvml_dir(variant="current"):
     d = build_dir() / "tests" / "fake-nvml"
     if variant == "old":
         d = d / "old"
-    _need(d / "libnvidia-ml.so.1", f"fake libnvidia-ml.so.1 ({variant})")
+    need_built(d / "libnvidia-ml.so.1", f"fake libnvidia-ml.so.1 ({variant})")
     return str(d)
 
 
 def fixture_path(name):
-    return _need(FIXTURES / f"{name}.json", f"NVML fixture {name}")
+    return need_built(FIXTURES / f"{name}.json", f"NVML fixture {name}")
 
 
 def load_fixture(name):
     return json.loads(fixture_path(name).read_text())
 
 
-# ---- processes, polling, temp dirs ----
-
-
-def short_tmpdir(prefix):
-    """A fresh temp dir with a short path under /tmp, readable by other users (gpumon runs as
-    root here, but a test may start a process as a test user in it)."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
-    path.chmod(0o755)
-    return path
-
-
-def free_port():
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout, what, interval=0.1):
-    """Polls predicate() until it returns something truthy (returned) or timeout seconds pass
-    (AssertionError naming `what`). An exception from predicate counts as "not yet"; the last one
-    is quoted in the failure, so a broken peer is easy to tell from a slow one. AssertionErrors
-    that say a process died are re-raised at once (see Gpumon.check_alive)."""
-    deadline = time.monotonic() + timeout
-    last_exc = None
-    while True:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except ProcessDied:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any other failure means "not yet"
-            last_exc = exc
-        if time.monotonic() >= deadline:
-            detail = f" (last error: {last_exc!r})" if last_exc else ""
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
-        time.sleep(interval)
-
-
-class ProcessDied(AssertionError):
-    """A program under test exited while the test still needed it."""
-
-
-def _die_with_parent():
-    # PR_SET_PDEATHSIG: a child must not outlive a pytest that was killed mid-run.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM, 0, 0, 0)
-
-
-class Proc:
-    """A program started for a test, stdout and stderr in one log file."""
-
-    def __init__(self, argv, log_path, env=None, cwd=None, replace_env=False):
-        self.argv = [str(a) for a in argv]
-        self.log_path = Path(log_path)
-        self._log = open(self.log_path, "ab")
-        full_env = {} if replace_env else dict(os.environ)
-        full_env.update(env or {})
-        self.popen = subprocess.Popen(
-            self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-            env=full_env, cwd=cwd, preexec_fn=_die_with_parent,
-        )
-        self.pid = self.popen.pid
-
-    def log(self):
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def tail(self, lines=40):
-        return "\n".join(self.log().splitlines()[-lines:])
-
-    def running(self):
-        return self.popen.poll() is None
-
-    def wait(self, timeout):
-        """Waits for the program to exit by itself; returns its status or fails the test."""
-        try:
-            return self.popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(
-                f"{self.argv[0]} still running after {timeout}s; log:\n{self.tail()}"
-            ) from None
-
-    def stop(self, timeout=15):
-        """SIGTERM, then SIGKILL after `timeout` seconds. Returns the exit status (negative for a
-        signal, as subprocess reports it)."""
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        self._log.close()
-        return self.popen.returncode
-
-    def sanitizer_report(self):
-        """The first sanitizer report line in the log, or None."""
-        for line in self.log().splitlines():
-            if any(m in line for m in SANITIZER_MARKERS):
-                return line
-        return None
-
-
-def run(argv, timeout=30, env=None):
-    """Runs a command to completion; CompletedProcess with text output."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.run([str(a) for a in argv], stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=timeout, env=full_env)
-
-
-# ---- HTTP ----
-
-
-class Response:
-    def __init__(self, status, headers, body):
-        self.status = status
-        self.headers = headers
-        self.body = body
-
-    def text(self):
-        body = self.body
-        if self.headers.get("content-encoding") == "gzip":
-            body = gzip.decompress(body)
-        return body.decode()
-
-    def __repr__(self):
-        return f"<Response {self.status} {self.headers} {self.body[:200]!r}>"
-
-
-def request(port, path="/metrics", method="GET", accept=None, accept_encoding=None, timeout=10,
-            conn=None):
-    """One request to 127.0.0.1:port; a fresh connection unless `conn` (keep-alive) is given.
-    The body is returned as sent (Response.text() gunzips)."""
-    headers = {}
-    if accept:
-        headers["Accept"] = accept
-    if accept_encoding:
-        headers["Accept-Encoding"] = accept_encoding
-    own = conn is None
-    if own:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request(method, path, headers=headers)
-        resp = conn.getresponse()
-        body = resp.read()
-        return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, body)
-    finally:
-        if own:
-            conn.close()
-
-
-def scrape(port, **kw):
-    return request(port, "/metrics", **kw)
-
-
-_SAMPLE_RE = re.compile(
-    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$"
-)
-_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?')
-
-
-def parse_metrics(text):
-    """Parses an exposition (text 0.0.4 or OpenMetrics) into {(name, ((label, value), ...)):
-    float}, labels sorted. Comments are skipped; a malformed sample line or a series given twice
-    raises ValueError, since a scraper would reject it too."""
-    samples = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE_RE.match(line)
-        if not m:
-            raise ValueError(f"malformed sample line: {line!r}")
-        labels = []
-        raw = m.group("labels") or ""
-        pos = 0
-        while pos < len(raw):
-            lm = _LABEL_RE.match(raw, pos)
-            if not lm:
-                raise ValueError(f"malformed labels in: {line!r}")
-            labels.append((lm.group(1), lm.group(2)))
-            pos = lm.end()
-        key = (m.group("name"), tuple(sorted(labels)))
-        if key in samples:
-            raise ValueError(f"series given twice: {line!r}")
-        samples[key] = float(m.group("value"))
-    return samples
+# ---- /metrics ----
 
 
 def metric_series(samples, name, **match):
@@ -680,7 +494,7 @@ def normalize(text, pids=None, volatile=()):
         for pid, placeholder in (pids or {}).items():
             line = re.sub(rf'\bpid="{pid}"', f'pid="{placeholder}"', line)
         if not line.startswith("#"):
-            m = _SAMPLE_RE.match(line)
+            m = SAMPLE_RE.match(line)
             if m and m.group("name") in volatile:
                 line = line[: m.start("value")] + "<volatile>" + line[m.end("value"):]
         out.append(line)
