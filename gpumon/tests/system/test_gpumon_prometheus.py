@@ -1,0 +1,118 @@
+"""A real Prometheus scrapes a real gpumon (on the fake NVML), as on a node: what dashboards and
+alerts written for dcgm-exporter query must come out of Prometheus' storage under the same names.
+
+Prometheus asks for OpenMetrics first, and gpumon answers in it; OpenMetrics would rename a
+counter without "_total", so this is where dcgm-exporter's counter names (typed "unknown" there)
+are proven to survive, next to gpumon's own counters."""
+
+import json
+import shutil
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+import gpumonutil as gu
+from gpumonutil import gpumon, workdir  # noqa: F401 - pytest fixtures
+
+
+class Prometheus:
+    """prometheus scraping one target every second, on its own port and storage."""
+
+    def __init__(self, workdir, target_port):
+        self.port = gu.free_port()
+        config = workdir / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+            "scrape_configs:\n  - job_name: gpumon\n"
+            f"    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n")
+        self.proc = gu.Proc(
+            ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+            workdir / "prometheus.log")
+
+    def query(self, promql):
+        url = (f"http://127.0.0.1:{self.port}/api/v1/query?"
+               + urllib.parse.urlencode({"query": promql}))
+        with urllib.request.urlopen(url, timeout=10) as r:
+            reply = json.load(r)
+        assert reply["status"] == "success", reply
+        return reply["data"]["result"]
+
+    def wait(self, promql, check, timeout=60):
+        """Polls promql until check(result) holds; returns the result."""
+        last = []
+
+        def ok():
+            nonlocal last
+            assert self.proc.running(), "prometheus exited:\n" + self.proc.tail()
+            try:
+                last = self.query(promql)
+            except (OSError, urllib.error.URLError):
+                return False
+            return check(last)
+
+        try:
+            gu.wait_for(ok, timeout, promql)
+        except AssertionError:
+            raise AssertionError(f"{promql}: got {last}\n{self.proc.tail()}") from None
+        return last
+
+
+@pytest.fixture
+def prometheus(workdir):  # noqa: F811 - the pytest fixture imported above
+    if not shutil.which("prometheus"):
+        pytest.fail("prometheus is missing: scripts/install-deps.sh installs it")
+    started = []
+
+    def start(port):
+        p = Prometheus(workdir, port)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.proc.stop()
+
+
+def test_prometheus_stores_dcgm_names(gpumon, prometheus):  # noqa: F811
+    fx = gu.load_fixture("dgx-8gpu-mig")
+    gu.hide_pids(fx)
+    d = gpumon(fx)
+    prom = prometheus(d.port)
+    prom.wait("up", lambda r: len(r) == 1 and r[0]["value"][1] == "1")
+
+    # The scrape was OpenMetrics: Prometheus' own record of it, and gpumon's answer to the
+    # header Prometheus sends.
+    accept = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+              "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+    reply = d.scrape(accept=accept)
+    assert reply.headers["content-type"].startswith("application/openmetrics-text"), reply
+
+    gpus = len(fx["gpus"])
+    util = prom.wait("DCGM_FI_DEV_GPU_UTIL", lambda r: len(r) >= gpus - 1)
+    labels = util[0]["metric"]
+    for name in ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname",
+                 "DCGM_FI_DRIVER_VERSION"):
+        assert name in labels, labels
+    assert labels["job"] == "gpumon" and labels["Hostname"] == "testhost", labels
+
+    # dcgm-exporter's counters keep their names; rate() works on them as on counters.
+    energy = prom.wait("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", lambda r: len(r) == gpus)
+    assert all(float(r["value"][1]) > 0 for r in energy), energy
+    assert not prom.query("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total")
+    prom.wait("rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[5s]) > 0", lambda r: len(r) >= 1)
+    assert prom.query("DCGM_FI_DEV_PCIE_REPLAY_COUNTER")
+
+    # MIG instances arrive as their own series of the same families.
+    mig = prom.wait('DCGM_FI_DEV_FB_USED{GPU_I_PROFILE!=""}', lambda r: len(r) >= 1)
+    assert all(r["metric"]["GPU_I_ID"] for r in mig), mig
+
+    # gpumon's own counters are stored under their _total names, XIDs per XID.
+    xids = prom.wait("gpumon_xid_errors_total", lambda r: len(r) >= 2)
+    assert {r["metric"]["xid"] for r in xids} >= {"13", "48"}, xids
+    assert prom.query("gpumon_up")[0]["value"][1] == "1"
+
+    # What the alert rules in deploy/prometheus query evaluates here too.
+    prom.wait('gpumon_clock_event_active{reason="hw_slowdown"} == 1', lambda r: len(r) == 1)
