@@ -149,6 +149,10 @@ static void maybe_reload(void)
         fprintf(stderr, "fake-nvml: keeping the previous fixture: %s\n", err);
 }
 
+/* Calls per GPU slot and entry point since the last init from nothing, for "max_calls". Under
+ * fake_lock. */
+static unsigned calls_made[FAKE_MAX_GPUS][FC_COUNT];
+
 nvmlReturn_t nvmlInit_v2(void)
 {
     char err[512];
@@ -181,6 +185,8 @@ nvmlReturn_t nvmlInit_v2(void)
         state.have_t0 = true;
     }
     clock_gettime(CLOCK_MONOTONIC, &state.last_check);
+    if (state.refcount == 0)
+        memset(calls_made, 0, sizeof(calls_made));
     state.refcount++;
     return fake_end(NVML_SUCCESS);
 }
@@ -277,6 +283,9 @@ nvmlReturn_t fake_begin(enum fake_call call, nvmlDevice_t device, unsigned flags
         return NVML_ERROR_GPU_IS_LOST;
     if (c->gpu->forced[call])
         return c->gpu->forced[call];
+    /* Counted per GPU slot from the init, so fixture re-reads do not reset it. */
+    if (c->gpu->max_calls[call] && ++calls_made[c->index][call] > c->gpu->max_calls[call])
+        return NVML_ERROR_UNKNOWN;
     if (c->mig && !(flags & FAKE_MIG_OK))
         return NVML_ERROR_NOT_SUPPORTED;
     return NVML_SUCCESS;

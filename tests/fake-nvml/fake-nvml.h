@@ -103,6 +103,9 @@ struct fake_gpu {
 
     nvmlReturn_t forced[FC_COUNT]; /* "errors" and "unsupported"; 0: none */
     unsigned delay_us[FC_COUNT];
+    /* "max_calls": past this many calls since init (0: no limit), the call fails with
+     * NVML_ERROR_UNKNOWN; tests count how often a consumer asks. */
+    unsigned max_calls[FC_COUNT];
 };
 
 struct fake_fixture {

@@ -219,9 +219,35 @@ static int parse_error_name(struct parse *p, const char *where, json_t *v, nvmlR
     return 0;
 }
 
-/* "errors", "unsupported" and "delay_us": per-call settings keyed by entry point name. */
+/* A per-GPU object {call: number from 0 to max} ("delay_us", "max_calls") into out[call]. */
+static int parse_call_numbers(struct parse *p, const char *where, json_t *obj, const char *key,
+                              json_int_t max, unsigned *out)
+{
+    char w[128];
+    json_t *v;
+    const char *call;
+    json_t *numbers = json_object_get(obj, key);
+    if (numbers && !out)
+        return fail(p, where, "\"%s\" is only allowed on a GPU", key);
+    if (numbers && !json_is_object(numbers))
+        return fail(p, where, "\"%s\" must be an object {call: number}", key);
+    json_object_foreach(numbers, call, v)
+    {
+        int c = fake_call_from_name(call);
+        snprintf(w, sizeof(w), "%s: %s.%s", where, key, call);
+        if (c < 0)
+            return fail(p, w, "not an entry point of lib/nvml-api.h");
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > max)
+            return fail(p, w, "must be an integer from 0 to %lld", (long long)max);
+        out[c] = (unsigned)json_integer_value(v);
+    }
+    return 0;
+}
+
+/* "errors", "unsupported", "delay_us" and "max_calls": per-call settings keyed by entry point
+ * name (the last two only on a GPU: delay_us and max_calls are NULL at the top level). */
 static int parse_calls(struct parse *p, const char *where, json_t *obj, nvmlReturn_t *forced,
-                       unsigned *delay_us)
+                       unsigned *delay_us, unsigned *max_calls)
 {
     char w[128];
     json_t *v;
@@ -253,23 +279,10 @@ static int parse_calls(struct parse *p, const char *where, json_t *obj, nvmlRetu
             return r;
     }
 
-    json_t *delays = json_object_get(obj, "delay_us");
-    if (delays && !delay_us)
-        return fail(p, where, "\"delay_us\" is only allowed on a GPU");
-    if (delays && !json_is_object(delays))
-        return fail(p, where, "\"delay_us\" must be an object {call: microseconds}");
-    json_object_foreach(delays, key, v)
-    {
-        int c = fake_call_from_name(key);
-        snprintf(w, sizeof(w), "%s: delay_us.%s", where, key);
-        if (c < 0)
-            return fail(p, w, "not an entry point of lib/nvml-api.h");
-        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) > 10 * 1000 * 1000)
-            return fail(p, w, "must be an integer from 0 to 10000000 (µs)");
-        delay_us[c] = (unsigned)json_integer_value(v);
-    }
-    return 0;
+    int r = parse_call_numbers(p, where, obj, "delay_us", 10 * 1000 * 1000, delay_us);
+    if (r >= 0)
+        r = parse_call_numbers(p, where, obj, "max_calls", 1000 * 1000 * 1000, max_calls);
+    return r;
 }
 
 static int parse_processes(struct parse *p, const char *where, json_t *arr, struct fake_gpu *g)
@@ -697,6 +710,7 @@ static int parse_gpu(struct parse *p, size_t index, json_t *v, struct fake_gpu *
                                        "unsupported",
                                        "errors",
                                        "delay_us",
+                                       "max_calls",
                                        NULL};
     char w[32];
     snprintf(w, sizeof(w), "gpus[%zu]", index);
@@ -710,7 +724,7 @@ static int parse_gpu(struct parse *p, size_t index, json_t *v, struct fake_gpu *
         parse_mig(p, w, json_object_get(v, "mig"), g) < 0 ||
         parse_processes(p, w, json_object_get(v, "processes"), g) < 0 ||
         parse_events(p, w, json_object_get(v, "events"), g) < 0 ||
-        parse_calls(p, w, v, g->forced, g->delay_us) < 0)
+        parse_calls(p, w, v, g->forced, g->delay_us, g->max_calls) < 0)
         return -EINVAL;
     return 0;
 }
@@ -744,7 +758,7 @@ static int parse_root(struct parse *p, json_t *root, struct fake_fixture *fx)
     if (expect_object(p, "", root) < 0 || check_keys(p, "", root, keys) < 0 ||
         get_string(p, "", root, "driver_version", fx->driver_version, sizeof(fx->driver_version),
                    &fx->has_driver_version) < 0 ||
-        parse_cuda_version(p, root, fx) < 0 || parse_calls(p, "", root, fx->forced, NULL) < 0)
+        parse_cuda_version(p, root, fx) < 0 || parse_calls(p, "", root, fx->forced, NULL, NULL) < 0)
         return -EINVAL;
     v = json_object_get(root, "init_error");
     if (v && parse_error_name(p, "init_error", v, &fx->init_error) < 0)

@@ -729,6 +729,29 @@ static void test_memory_reserved(void **state)
     assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
 }
 
+/* "max_calls": a budget per GPU and call, from the init; tests count a consumer's calls. */
+static void test_max_calls(void **state)
+{
+    unsigned t;
+    const char *path = write_fixture(
+        "max-calls.json",
+        "{\"gpus\": [" GPU_JSON(
+            "0", "\"temperature\": 50, \"max_calls\": {\"nvmlDeviceGetTemperature\": 2}") "]}");
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(init_with(path), NVML_SUCCESS);
+        nvmlDevice_t d = handle(0);
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(api.nvmlDeviceGetTemperature(d, NVML_TEMPERATURE_GPU, &t),
+                             NVML_SUCCESS);
+        assert_int_equal(api.nvmlDeviceGetTemperature(d, NVML_TEMPERATURE_GPU, &t),
+                         NVML_ERROR_UNKNOWN);
+        /* Other calls are not counted against it. */
+        assert_int_equal(api.nvmlDeviceGetCount_v2(&t), NVML_SUCCESS);
+        /* A new init from nothing starts the count again. */
+        assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
+    }
+}
+
 static void test_reread(void **state)
 {
     unsigned t, n;
@@ -1087,6 +1110,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_dgx_gpu_instances),
         cmocka_unit_test(test_dgx_mig_processes),
         cmocka_unit_test(test_memory_reserved),
+        cmocka_unit_test(test_max_calls),
         cmocka_unit_test(test_energy_grows),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_events_per_set),
