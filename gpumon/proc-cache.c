@@ -16,8 +16,14 @@ struct proc_entry {
     pid_t pid;
     unsigned long long starttime; /* 0: unknown (no stat when it was read) */
     bool seen;                    /* filled since the last sweep */
+    bool described;               /* procs_describe() succeeded */
+    unsigned tries;               /* procs_describe() calls for this process */
     struct proc_sample desc;
 };
+
+/* A description that failed (a /proc entry not yet readable, EMFILE, ENOMEM) is tried again on
+ * the next passes, this many times in all; a /proc that never answers (hidepid) costs no more. */
+#define DESCRIBE_TRIES 5
 
 struct proc_cache {
     char *proc_root;
@@ -76,7 +82,8 @@ static void describe(const struct proc_cache *c, struct proc_entry *pe)
     struct proc_sample d = {.pid = pe->pid};
     /* On failure procs_describe() leaves uid (uid_t)-1 and empty strings: the process is still
      * shown with the memory NVML gives, only without owner labels. */
-    (void)procs_describe(c->proc_root, pe->pid, &d);
+    pe->described = procs_describe(c->proc_root, pe->pid, &d) >= 0;
+    pe->tries++;
     pe->desc = d;
 }
 
@@ -108,10 +115,12 @@ static struct proc_entry *add(struct proc_cache *c, pid_t pid)
 static void revalidate(struct proc_cache *c, struct proc_entry *pe)
 {
     unsigned long long st = read_starttime(c->proc_root, pe->pid);
-    if (st == 0 || st == pe->starttime)
-        return;
-    pe->starttime = st;
-    describe(c, pe);
+    if (st != 0 && st != pe->starttime) {
+        pe->starttime = st;
+        pe->tries = 0;
+        describe(c, pe);
+    } else if (!pe->described && pe->tries < DESCRIBE_TRIES)
+        describe(c, pe);
 }
 
 int proc_cache_fill(struct proc_cache *c, struct proc_sample *p)

@@ -26,7 +26,8 @@ DEFINE_POINTER_CLEANUP(struct proc_cache, proc_cache_free)
  * described again when its start time (field 22 of <proc_root>/<pid>/stat) changed. A cached
  * process whose stat is gone keeps its description: NVML still lists it, and blank labels would
  * split its series for nothing. A process that cannot be described gets uid (uid_t)-1 and empty
- * strings. Returns 0, or -ENOMEM (p then unchanged). */
+ * strings, and is tried again in the next passes (a few times: a /proc that never answers, as
+ * under hidepid, costs no more than that). Returns 0, or -ENOMEM (p then unchanged). */
 int proc_cache_fill(struct proc_cache *c, struct proc_sample *p);
 
 /* Forgets the pids not filled since the previous sweep (NVML no longer lists them), so a pid that

@@ -1,6 +1,5 @@
 #include "sampler.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -15,6 +14,7 @@
 #include "gpu.h"
 #include "macro.h"
 #include "nvml.h"
+#include "pci-gpus.h"
 #include "proc-cache.h"
 
 /* What the sampler asks of a GPU. A probe answered with NOT_SUPPORTED is not asked again until
@@ -81,6 +81,9 @@ struct model {
     struct gpu_state *state; /* list->n entries */
     char reason[256];
     unsigned generation; /* counts re-loads, so a pass can tell the model changed under it */
+    /* The GPUs the kernel had bound to the nvidia driver when NVML was opened. */
+    bool pci_known;
+    struct pci_gpus pci;
 };
 
 struct sampler {
@@ -719,6 +722,8 @@ static void model_open(struct sampler *s)
 {
     struct model *m = &s->m;
     struct errmsg e = {""};
+    /* Read before NVML enumerates, so that a GPU bound meanwhile shows as a change later. */
+    m->pci_known = s->sysfs_root[0] && pci_gpus_read(s->sysfs_root, &m->pci) == 0;
     int r = nvml_open(s->nvml_library, &m->nvml, &e);
     if (r >= 0)
         r = gpu_list_load(m->nvml, &m->list, &e);
@@ -829,64 +834,16 @@ enum reload_why {
     RELOAD_DOWN,  /* NVML is not open */
     RELOAD_LOST,  /* a GPU was lost */
     RELOAD_COUNT, /* NVML's GPU count changed */
-    RELOAD_PCI,   /* the kernel has a different number of GPUs than the model: hot-plugged,
-                   * removed, or back after a reset */
+    RELOAD_PCI,   /* the kernel's GPUs changed since NVML was opened: hot-plugged, removed, or
+                   * back after a reset */
 };
-
-/* "0000:3b:00.0": a PCI address (domain of 4 or more hex digits), as the driver's sysfs directory
- * names its devices among its other entries (bind, module, new_id, ...). */
-static bool is_pci_address(const char *n)
-{
-    size_t d = strspn(n, "0123456789abcdef");
-    if (d < 4)
-        return false;
-    n += d;
-    return n[0] == ':' && strspn(n + 1, "0123456789abcdef") == 2 && n[3] == ':' &&
-           strspn(n + 4, "0123456789abcdef") == 2 && n[6] == '.' && n[7] >= '0' && n[7] <= '7' &&
-           n[8] == '\0';
-}
-
-/* Whether PCI device dir (in the driver's directory dfd) is a display controller, class 0x03xxxx.
- * NVSwitch bridges are bound to the nvidia driver too, but NVML does not count them as GPUs. */
-static bool is_display_class(int dfd, const char *dir)
-{
-    char path[300], buf[16] = "";
-    snprintf(path, sizeof(path), "%s/class", dir);
-    _cleanup_close_ int fd = openat(dfd, path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || read(fd, buf, sizeof(buf) - 1) < 4)
-        return false;
-    return strncmp(buf, "0x03", 4) == 0;
-}
-
-/* How many GPUs the kernel has bound to the nvidia driver (<sysfs_root>/bus/pci/drivers/nvidia/).
- * NVML enumerates GPUs once per init, so its own count never changes while it is open; the kernel's
- * does. Returns the count, or -errno (-ENOENT: no such directory, no check possible). */
-static int pci_gpu_count(const char *sysfs_root)
-{
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/bus/pci/drivers/nvidia", sysfs_root);
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return negative_errno();
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        int r = negative_errno();
-        close(fd);
-        return r;
-    }
-    int n = 0;
-    for (struct dirent *de; (de = readdir(d));)
-        if (is_pci_address(de->d_name) && is_display_class(fd, de->d_name))
-            n++;
-    closedir(d);
-    return n;
-}
 
 /* Whether NVML should be opened again, and why. */
 static enum reload_why reload_why(struct sampler *s)
 {
     /* Outside the lock: sysfs reads take a moment, and only the fast thread re-loads. */
-    int pci = s->sysfs_root[0] ? pci_gpu_count(s->sysfs_root) : -ENOENT;
+    struct pci_gpus pci;
+    bool pci_known = s->sysfs_root[0] && pci_gpus_read(s->sysfs_root, &pci) == 0;
     pthread_rwlock_rdlock(&s->model_lock);
     const struct model *m = &s->m;
     enum reload_why why = m->nvml ? RELOAD_NO : RELOAD_DOWN;
@@ -902,7 +859,7 @@ static enum reload_why reload_why(struct sampler *s)
         if (r != NVML_SUCCESS || count != m->list->n)
             why = RELOAD_COUNT;
     }
-    if (why == RELOAD_NO && pci >= 0 && (unsigned)pci != m->list->n)
+    if (why == RELOAD_NO && pci_known && m->pci_known && !pci_gpus_equal(&pci, &m->pci))
         why = RELOAD_PCI;
     pthread_rwlock_unlock(&s->model_lock);
     return why;
@@ -943,15 +900,15 @@ static void reload(struct sampler *s)
 
 /* ---- threads ---- */
 
-/* When to re-open NVML for a lost GPU (or a PCI count that differs) next, and how long to wait
- * after that. */
+/* When to re-open NVML for a lost GPU (or changed PCI GPUs) next, and how long to wait after
+ * that. */
 struct lost_retry {
     double at;
     double wait;
 };
 
-/* Reasons that may persist across re-opens (a GPU stays lost; a device the kernel has but NVML
- * does not count), so that re-opening at every rescan would pause sampling for nothing. */
+/* Reasons that may persist across re-opens (a GPU stays lost; the kernel's GPUs keep changing),
+ * so that re-opening at every rescan would pause sampling for nothing. */
 static bool backs_off(enum reload_why why)
 {
     return why == RELOAD_LOST || why == RELOAD_PCI;

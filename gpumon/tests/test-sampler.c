@@ -683,8 +683,8 @@ static void add_pci(const char *name, const char *class)
 }
 
 /* NVML counts GPUs once per init, so a GPU that the kernel gains (hot-plug, back from a reset) is
- * only seen through the PCI devices bound to the nvidia driver: their count differing from the
- * model's re-opens NVML. The fake stands in for a driver that would see two GPUs after a re-init
+ * only seen through the PCI devices bound to the nvidia driver: a change of that set since NVML
+ * was opened re-opens it. The fake stands in for a driver that would see two GPUs after a re-init
  * (it reads FAKE_NVML_FIXTURE only at init). */
 static void test_pci_count_reopens(void **state)
 {
@@ -703,6 +703,9 @@ static void test_pci_count_reopens(void **state)
     assert_int_equal(mkdir(path, 0755), 0);
     add_pci("0000:00:00.0", "0x030200\n");
     add_pci("0000:8a:00.0", "0x068000\n");
+    /* A GPU the kernel has and NVML does not count (a container given a subset, or
+     * NVreg_ExcludedGpus): a lasting difference, never a reason to re-open. */
+    add_pci("0000:02:00.0", "0x030200\n");
 
     write_gpus(1, 58, NULL, NULL);
     snprintf(fixture2, sizeof(fixture2), "%s/fixture2.json", dir);
@@ -714,13 +717,15 @@ static void test_pci_count_reopens(void **state)
     /* No sampler thread reads the environment until NVML is re-opened. */
     setenv("FAKE_NVML_FIXTURE", fixture2, 1);
 
-    /* One GPU in the kernel, one in the model: no re-open (else two GPUs would show). */
-    usleep(600 * 1000);
+    /* Two GPUs in the kernel, one in the model, from the start: no re-open over several rescans
+     * (else two GPUs would show). */
+    usleep(1000 * 1000);
     skip_passes(s, 2);
     struct snapshot *snap = sampler_current(s);
     assert_int_equal(snap->n_gpu, 1);
     snapshot_unref(snap);
 
+    /* The kernel's set changes: re-open, and NVML (fixture2) now counts two. */
     add_pci("0000:01:00.0", "0x030200\n");
     snap = wait_for(s, two_gpus_up, NULL);
     assert_string_equal(snap->gpu[1].id.uuid, UUID1);
