@@ -7,53 +7,12 @@
 #include <string.h>
 
 #include "log.h"
+#include "nvml-errors.h"
 
 struct nvml {
     void *dl;
     struct nvml_api api;
 };
-
-/* What NVIDIA's nvmlErrorString() says, for when the library is not at hand (nvml == NULL) or
- * returns nothing; indexed by the return code. */
-static const char *const builtin_error_strings[] = {
-    [NVML_SUCCESS] = "Success",
-    [NVML_ERROR_UNINITIALIZED] = "Uninitialized",
-    [NVML_ERROR_INVALID_ARGUMENT] = "Invalid Argument",
-    [NVML_ERROR_NOT_SUPPORTED] = "Not Supported",
-    [NVML_ERROR_NO_PERMISSION] = "Insufficient Permissions",
-    [NVML_ERROR_ALREADY_INITIALIZED] = "Already Initialized",
-    [NVML_ERROR_NOT_FOUND] = "Not Found",
-    [NVML_ERROR_INSUFFICIENT_SIZE] = "Insufficient Size",
-    [NVML_ERROR_INSUFFICIENT_POWER] = "Insufficient External Power",
-    [NVML_ERROR_DRIVER_NOT_LOADED] = "Driver Not Loaded",
-    [NVML_ERROR_TIMEOUT] = "Timeout",
-    [NVML_ERROR_IRQ_ISSUE] = "Interrupt Request Issue",
-    [NVML_ERROR_LIBRARY_NOT_FOUND] = "NVML Shared Library Not Found",
-    [NVML_ERROR_FUNCTION_NOT_FOUND] = "Function Not Found",
-    [NVML_ERROR_CORRUPTED_INFOROM] = "Corrupted infoROM",
-    [NVML_ERROR_GPU_IS_LOST] = "GPU is lost",
-    [NVML_ERROR_RESET_REQUIRED] = "GPU requires reset",
-    [NVML_ERROR_OPERATING_SYSTEM] = "GPU access blocked by the operating system",
-    [NVML_ERROR_LIB_RM_VERSION_MISMATCH] = "Driver/library version mismatch",
-    [NVML_ERROR_IN_USE] = "In use by another client",
-    [NVML_ERROR_MEMORY] = "Insufficient Memory",
-    [NVML_ERROR_NO_DATA] = "No data",
-    [NVML_ERROR_VGPU_ECC_NOT_ENABLED] = "ECC is not enabled",
-    [NVML_ERROR_INSUFFICIENT_RESOURCES] = "Insufficient resources",
-    [NVML_ERROR_FREQ_NOT_SUPPORTED] = "Frequency not supported",
-    [NVML_ERROR_ARGUMENT_VERSION_MISMATCH] = "Argument version mismatch",
-    [NVML_ERROR_DEPRECATED] = "Deprecated",
-    [NVML_ERROR_NOT_READY] = "Not ready",
-    [NVML_ERROR_GPU_NOT_FOUND] = "GPU not found",
-    [NVML_ERROR_INVALID_STATE] = "Invalid state",
-};
-
-static const char *builtin_error_string(nvmlReturn_t r)
-{
-    if (r >= 0 && (size_t)r < ELEMENTSOF(builtin_error_strings) && builtin_error_strings[r])
-        return builtin_error_strings[r];
-    return "Unknown Error";
-}
 
 /* Looks up one entry point. dlsym() returns a data pointer; copying its bytes into the function
  * pointer is the conversion POSIX guarantees, without a cast that ISO C leaves undefined. */
@@ -151,7 +110,7 @@ const char *nvml_error_string(const struct nvml *n, nvmlReturn_t r)
         if (s)
             return s;
     }
-    return builtin_error_string(r);
+    return nvml_api_error_text(r);
 }
 
 int nvml_errno(nvmlReturn_t r)

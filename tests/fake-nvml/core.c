@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "fake-nvml.h"
+#include "nvml-errors.h"
 #include "macro.h"
 
 /* Identity of a fixture file's content as far as stat() tells: a renamed-over file has a new
@@ -302,46 +303,9 @@ nvmlReturn_t fake_copy_string(char *buf, unsigned length, const char *s)
     return NVML_SUCCESS;
 }
 
-/* The texts of NVIDIA's library, so that messages read the same as on a real node. */
-static const char *const error_strings[] = {
-    [NVML_SUCCESS] = "Success",
-    [NVML_ERROR_UNINITIALIZED] = "Uninitialized",
-    [NVML_ERROR_INVALID_ARGUMENT] = "Invalid Argument",
-    [NVML_ERROR_NOT_SUPPORTED] = "Not Supported",
-    [NVML_ERROR_NO_PERMISSION] = "Insufficient Permissions",
-    [NVML_ERROR_ALREADY_INITIALIZED] = "Already Initialized",
-    [NVML_ERROR_NOT_FOUND] = "Not Found",
-    [NVML_ERROR_INSUFFICIENT_SIZE] = "Insufficient Size",
-    [NVML_ERROR_INSUFFICIENT_POWER] = "Insufficient External Power",
-    [NVML_ERROR_DRIVER_NOT_LOADED] = "Driver Not Loaded",
-    [NVML_ERROR_TIMEOUT] = "Timeout",
-    [NVML_ERROR_IRQ_ISSUE] = "Interrupt request issue",
-    [NVML_ERROR_LIBRARY_NOT_FOUND] = "NVML Shared Library Not Found",
-    [NVML_ERROR_FUNCTION_NOT_FOUND] = "Function Not Found",
-    [NVML_ERROR_CORRUPTED_INFOROM] = "Corrupted infoROM",
-    [NVML_ERROR_GPU_IS_LOST] = "GPU is lost",
-    [NVML_ERROR_RESET_REQUIRED] = "GPU requires restart",
-    [NVML_ERROR_OPERATING_SYSTEM] = "The operating system has blocked the request.",
-    [NVML_ERROR_LIB_RM_VERSION_MISMATCH] = "RM has detected an NVML/RM version mismatch.",
-    [NVML_ERROR_IN_USE] = "In use by another client",
-    [NVML_ERROR_MEMORY] = "Insufficient Memory",
-    [NVML_ERROR_NO_DATA] = "No data",
-    [NVML_ERROR_VGPU_ECC_NOT_ENABLED] =
-        "The requested vgpu operation is not available on target device, because ECC is enabled",
-    [NVML_ERROR_INSUFFICIENT_RESOURCES] = "Insufficient resources for request",
-    [NVML_ERROR_FREQ_NOT_SUPPORTED] = "Frequency not supported",
-    [NVML_ERROR_ARGUMENT_VERSION_MISMATCH] = "Argument version mismatch",
-    [NVML_ERROR_DEPRECATED] = "Deprecated",
-    [NVML_ERROR_NOT_READY] = "Not Ready",
-    [NVML_ERROR_GPU_NOT_FOUND] = "GPU not found",
-    [NVML_ERROR_INVALID_STATE] = "Invalid state",
-};
-
 const char *nvmlErrorString(nvmlReturn_t result)
 {
-    if (result >= 0 && (size_t)result < ELEMENTSOF(error_strings) && error_strings[result])
-        return error_strings[result];
-    return "Unknown Error";
+    return nvml_api_error_text(result);
 }
 
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
