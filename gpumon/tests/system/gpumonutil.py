@@ -18,6 +18,8 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -550,3 +552,12 @@ def gpumon(workdir):
     yield start
     problems = [p for p in (check_stopped(d) for d in daemons) if p]
     assert not problems, "\n".join(problems)
+
+
+def prometheus_query(port, promql):
+    """The result of an instant query against the Prometheus on 127.0.0.1:port."""
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(url, timeout=10) as r:
+        reply = json.load(r)
+    assert reply["status"] == "success", reply
+    return reply["data"]["result"]

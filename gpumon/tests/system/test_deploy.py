@@ -21,11 +21,11 @@ import subprocess
 import threading
 import time
 import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+import gpumonutil
 
 pytestmark = pytest.mark.no_build
 
@@ -533,12 +533,7 @@ class Prometheus:
             stdout=self.log, stderr=subprocess.STDOUT)
 
     def query(self, promql):
-        url = (f"http://127.0.0.1:{self.port}/api/v1/query?"
-               + urllib.parse.urlencode({"query": promql}))
-        with urllib.request.urlopen(url, timeout=10) as r:
-            reply = json.load(r)
-        assert reply["status"] == "success", reply
-        return reply["data"]["result"]
+        return gpumonutil.prometheus_query(self.port, promql)
 
     def wait_for(self, promql, n, timeout=60):
         """Waits until promql returns n series; returns them."""

@@ -5,11 +5,8 @@ Prometheus asks for OpenMetrics first, and gpumon answers in it; OpenMetrics wou
 counter without "_total", so this is where dcgm-exporter's counter names (typed "unknown" there)
 are proven to survive, next to gpumon's own counters."""
 
-import json
 import shutil
 import urllib.error
-import urllib.parse
-import urllib.request
 
 import pytest
 
@@ -33,12 +30,7 @@ class Prometheus:
             workdir / "prometheus.log")
 
     def query(self, promql):
-        url = (f"http://127.0.0.1:{self.port}/api/v1/query?"
-               + urllib.parse.urlencode({"query": promql}))
-        with urllib.request.urlopen(url, timeout=10) as r:
-            reply = json.load(r)
-        assert reply["status"] == "success", reply
-        return reply["data"]["result"]
+        return gu.prometheus_query(self.port, promql)
 
     def wait(self, promql, check, timeout=60):
         """Polls promql until check(result) holds; returns the result."""
