@@ -31,8 +31,9 @@ static inline const char *nvml_api_error_text(nvmlReturn_t r)
         [NVML_ERROR_IN_USE] = "In use by another client",
         [NVML_ERROR_MEMORY] = "Insufficient Memory",
         [NVML_ERROR_NO_DATA] = "No data",
-        [NVML_ERROR_VGPU_ECC_NOT_ENABLED] = "The requested vgpu operation is not available on "
-                                            "target device, because ECC is enabled",
+        /* One text, split for the line length: the parentheses say so to the compiler. */
+        [NVML_ERROR_VGPU_ECC_NOT_ENABLED] = ("The requested vgpu operation is not available on "
+                                             "target device, because ECC is enabled"),
         [NVML_ERROR_INSUFFICIENT_RESOURCES] = "Insufficient resources for request",
         [NVML_ERROR_FREQ_NOT_SUPPORTED] = "Frequency not supported",
         [NVML_ERROR_ARGUMENT_VERSION_MISMATCH] = "Argument version mismatch",

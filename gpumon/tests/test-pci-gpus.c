@@ -17,18 +17,23 @@
 
 static char root[PATH_MAX];
 
+/* root/rel, in a static buffer. */
+static const char *at(const char *rel)
+{
+    static char path[2 * PATH_MAX];
+    int n = snprintf(path, sizeof(path), "%s/%s", root, rel);
+    assert_true(n > 0 && (size_t)n < sizeof(path));
+    return path;
+}
+
 static void make_dir(const char *rel)
 {
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/%s", root, rel);
-    assert_int_equal(mkdir(path, 0755), 0);
+    assert_int_equal(mkdir(at(rel), 0755), 0);
 }
 
 static void write_rel(const char *rel, const char *text)
 {
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/%s", root, rel);
-    FILE *f = fopen(path, "we");
+    FILE *f = fopen(at(rel), "we");
     assert_non_null(f);
     fputs(text, f);
     assert_int_equal(fclose(f), 0);
@@ -38,7 +43,8 @@ static void write_rel(const char *rel, const char *text)
 static void add_device(const char *addr, const char *class)
 {
     char rel[256];
-    snprintf(rel, sizeof(rel), "bus/pci/drivers/nvidia/%s", addr);
+    int n = snprintf(rel, sizeof(rel), "bus/pci/drivers/nvidia/%s", addr);
+    assert_true(n > 0 && (size_t)n < sizeof(rel) - 8);
     make_dir(rel);
     strcat(rel, "/class");
     write_rel(rel, class);
@@ -115,11 +121,8 @@ static void test_equal_is_by_content(void **state)
     assert_int_equal(pci_gpus_read(root, &after), 0);
     assert_true(pci_gpus_equal(&before, &after));
     /* One GPU gone and another come within one look: same count, another set. */
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/bus/pci/drivers/nvidia/0000:1b:00.0/class", root);
-    assert_int_equal(unlink(path), 0);
-    snprintf(path, sizeof(path), "%s/bus/pci/drivers/nvidia/0000:1b:00.0", root);
-    assert_int_equal(rmdir(path), 0);
+    assert_int_equal(unlink(at("bus/pci/drivers/nvidia/0000:1b:00.0/class")), 0);
+    assert_int_equal(rmdir(at("bus/pci/drivers/nvidia/0000:1b:00.0")), 0);
     add_device("0000:5d:00.0", "0x030200\n");
     assert_int_equal(pci_gpus_read(root, &after), 0);
     assert_int_equal(after.n, before.n);
@@ -129,9 +132,7 @@ static void test_equal_is_by_content(void **state)
 static void test_no_driver_directory(void **state)
 {
     struct pci_gpus set = {.n = 7};
-    char missing[PATH_MAX + 16];
-    snprintf(missing, sizeof(missing), "%s/nothing", root);
-    assert_int_equal(pci_gpus_read(missing, &set), -ENOENT);
+    assert_int_equal(pci_gpus_read(at("nothing"), &set), -ENOENT);
     assert_int_equal(set.n, 7); /* untouched on failure */
 }
 
