@@ -1,7 +1,7 @@
 /* Tests for lib/gpu.c: the GPU model read through the fake libnvidia-ml.so.1 (FAKE_NVML_LIB,
  * FAKE_NVML_OLD_LIB), each test with its own fixture written to a temp dir.
  *
- * Fixtures are written with ' for " to keep them readable; set_fixture() swaps them back. */
+ * Fixtures are written with ' for " to keep them readable; fake_env_fixture() swaps them back. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,38 +14,14 @@
 
 #include <cmocka.h>
 
+#include "fake-nvml-env.h"
 #include "gpu.h"
-
-static char tmpdir[64];
-
-static const char *env(const char *name)
-{
-    const char *v = getenv(name);
-    if (!v)
-        fail_msg("%s is not set; run through meson test", name);
-    return v;
-}
-
-/* Replaces the fixture atomically (the fake notices a new inode) and points the fake at it. */
-static void set_fixture(const char *text)
-{
-    char path[128], tmp[128];
-    snprintf(path, sizeof(path), "%s/fixture.json", tmpdir);
-    snprintf(tmp, sizeof(tmp), "%s/fixture.json.new", tmpdir);
-    FILE *f = fopen(tmp, "we");
-    assert_non_null(f);
-    for (const char *p = text; *p; p++)
-        fputc(*p == '\'' ? '"' : *p, f);
-    assert_int_equal(fclose(f), 0);
-    assert_int_equal(rename(tmp, path), 0);
-    assert_int_equal(setenv("FAKE_NVML_FIXTURE", path, 1), 0);
-}
 
 static struct nvml *open_lib(const char *lib_env)
 {
     struct errmsg e = {""};
     struct nvml *n = NULL;
-    int r = nvml_open(env(lib_env), &n, &e);
+    int r = nvml_open(fake_env_get(lib_env), &n, &e);
     if (r < 0)
         fail_msg("nvml_open: %s", e.text);
     return n;
@@ -104,7 +80,7 @@ static void set_dgx_fixture(const char *gpu_extra)
     }
     fprintf(f, "]}");
     assert_int_equal(fclose(f), 0);
-    set_fixture(text);
+    fake_env_fixture(text);
     free(text);
 }
 
@@ -118,7 +94,7 @@ static const char two_gpus[] =
 
 static void test_identity(void **state)
 {
-    set_fixture(two_gpus);
+    fake_env_fixture(two_gpus);
     _cleanup_(nvml_closep) struct nvml *n = open_lib("FAKE_NVML_LIB");
     _cleanup_(gpu_list_freep) struct gpu_list *l = load(n);
     assert_string_equal(l->driver_version, "550.127.08");
@@ -153,7 +129,7 @@ static void test_identity(void **state)
 
 static void test_no_versions_no_gpus(void **state)
 {
-    set_fixture("{'gpus': []}");
+    fake_env_fixture("{'gpus': []}");
     _cleanup_(nvml_closep) struct nvml *n = open_lib("FAKE_NVML_LIB");
     _cleanup_(gpu_list_freep) struct gpu_list *l = load(n);
     assert_string_equal(l->driver_version, "");
@@ -166,7 +142,7 @@ static void test_no_versions_no_gpus(void **state)
 
 static void test_count_fails(void **state)
 {
-    set_fixture("{'gpus': [], 'errors': {'nvmlDeviceGetCount_v2': 'UNKNOWN'}}");
+    fake_env_fixture("{'gpus': [], 'errors': {'nvmlDeviceGetCount_v2': 'UNKNOWN'}}");
     _cleanup_(nvml_closep) struct nvml *n = open_lib("FAKE_NVML_LIB");
     struct errmsg e = {""};
     struct gpu_list *l = NULL;
@@ -282,17 +258,17 @@ static void test_profile_lookups_cached(void **state)
     /* Seven 1g.10gb+me devices (profile index 7): a scan of the profiles takes 8 calls. Looked up
      * once per GPU that is 8 calls; once per device it would be 56. Past 8 the fake fails the
      * call, and the names would fall back to "1g.10gb" from the devices' sizes. */
-    set_fixture("{'gpus': [{'name': 'NVIDIA H100 80GB HBM3', 'uuid': 'GPU-1',"
-                " 'pci_bus_id': '00000000:1B:00.0', " PROFILES ","
-                " 'max_calls': {'nvmlDeviceGetGpuInstanceProfileInfoV': 8},"
-                " 'mig': {'enabled': true, 'instances': ["
-                "{'gi': 7, 'ci': 0, 'profile_id': 20, 'uuid': 'MIG-a'},"
-                "{'gi': 8, 'ci': 0, 'profile_id': 20, 'uuid': 'MIG-b'},"
-                "{'gi': 9, 'ci': 0, 'profile_id': 20, 'uuid': 'MIG-c'},"
-                "{'gi': 10, 'ci': 0, 'profile_id': 20, 'uuid': 'MIG-d'},"
-                "{'gi': 11, 'ci': 0, 'profile_id': 20, 'uuid': 'MIG-e'},"
-                "{'gi': 12, 'ci': 0, 'profile_id': 20, 'uuid': 'MIG-f'},"
-                "{'gi': 13, 'ci': 0, 'profile_id': 20, 'uuid': 'MIG-g'}]}}]}");
+    fake_env_fixture("{'gpus': [{'name': 'NVIDIA H100 80GB HBM3', 'uuid': 'GPU-1',"
+                     " 'pci_bus_id': '00000000:1B:00.0', " PROFILES ","
+                     " 'max_calls': {'nvmlDeviceGetGpuInstanceProfileInfoV': 8},"
+                     " 'mig': {'enabled': true, 'instances': ["
+                     "{'gi': 7, 'ci': 0, 'profile_id': 20, 'uuid': 'MIG-a'},"
+                     "{'gi': 8, 'ci': 0, 'profile_id': 20, 'uuid': 'MIG-b'},"
+                     "{'gi': 9, 'ci': 0, 'profile_id': 20, 'uuid': 'MIG-c'},"
+                     "{'gi': 10, 'ci': 0, 'profile_id': 20, 'uuid': 'MIG-d'},"
+                     "{'gi': 11, 'ci': 0, 'profile_id': 20, 'uuid': 'MIG-e'},"
+                     "{'gi': 12, 'ci': 0, 'profile_id': 20, 'uuid': 'MIG-f'},"
+                     "{'gi': 13, 'ci': 0, 'profile_id': 20, 'uuid': 'MIG-g'}]}}]}");
     _cleanup_(nvml_closep) struct nvml *n = open_lib("FAKE_NVML_LIB");
     _cleanup_(gpu_list_freep) struct gpu_list *l = load(n);
     assert_int_equal(l->gpus[0].n_mig, 7);
@@ -309,7 +285,7 @@ static const char three_gpus_one_lost[] =
 
 static void test_lost_gpu(void **state)
 {
-    set_fixture(three_gpus_one_lost);
+    fake_env_fixture(three_gpus_one_lost);
     _cleanup_(nvml_closep) struct nvml *n = open_lib("FAKE_NVML_LIB");
     _cleanup_(gpu_list_freep) struct gpu_list *l = load(n);
     assert_int_equal(l->n, 3);
@@ -328,14 +304,14 @@ static void test_lost_gpu(void **state)
 static void test_lost_midway(void **state)
 {
     /* Lost after its UUID was read (during the MIG part, or the name): error set, UUID kept. */
-    set_fixture("{'gpus': ["
-                "{'name': 'A', 'uuid': 'GPU-aaaaaaaa-0000', 'pci_bus_id': '00000000:07:00.0',"
-                " 'mig': {'enabled': true},"
-                " 'errors': {'nvmlDeviceGetMigMode': 'GPU_IS_LOST'}},"
-                "{'name': 'B', 'uuid': 'GPU-bbbbbbbb-1111', 'pci_bus_id': '00000000:0F:00.0',"
-                " 'errors': {'nvmlDeviceGetName': 'GPU_IS_LOST'}},"
-                "{'name': 'C', 'uuid': 'GPU-cccccccc-2222', 'pci_bus_id': '00000000:47:00.0',"
-                " 'minor': 2}]}");
+    fake_env_fixture("{'gpus': ["
+                     "{'name': 'A', 'uuid': 'GPU-aaaaaaaa-0000', 'pci_bus_id': '00000000:07:00.0',"
+                     " 'mig': {'enabled': true},"
+                     " 'errors': {'nvmlDeviceGetMigMode': 'GPU_IS_LOST'}},"
+                     "{'name': 'B', 'uuid': 'GPU-bbbbbbbb-1111', 'pci_bus_id': '00000000:0F:00.0',"
+                     " 'errors': {'nvmlDeviceGetName': 'GPU_IS_LOST'}},"
+                     "{'name': 'C', 'uuid': 'GPU-cccccccc-2222', 'pci_bus_id': '00000000:47:00.0',"
+                     " 'minor': 2}]}");
     _cleanup_(nvml_closep) struct nvml *n = open_lib("FAKE_NVML_LIB");
     _cleanup_(gpu_list_freep) struct gpu_list *l = load(n);
     assert_int_equal(l->gpus[0].error, -ENODEV);
@@ -348,13 +324,13 @@ static void test_lost_midway(void **state)
 
 static void test_unreadable_and_flaky(void **state)
 {
-    set_fixture("{'gpus': ["
-                "{'name': 'A', 'uuid': 'GPU-aaaaaaaa-0000', 'pci_bus_id': '00000000:07:00.0',"
-                " 'errors': {'nvmlDeviceGetHandleByIndex_v2': 'NO_PERMISSION'}},"
-                "{'name': 'B', 'uuid': 'GPU-bbbbbbbb-1111', 'pci_bus_id': '00000000:0F:00.0',"
-                " 'minor': 1, 'cuda_capability': [9, 0],"
-                " 'errors': {'nvmlDeviceGetMinorNumber': 'UNKNOWN'},"
-                " 'unsupported': ['nvmlDeviceGetName']}]}");
+    fake_env_fixture("{'gpus': ["
+                     "{'name': 'A', 'uuid': 'GPU-aaaaaaaa-0000', 'pci_bus_id': '00000000:07:00.0',"
+                     " 'errors': {'nvmlDeviceGetHandleByIndex_v2': 'NO_PERMISSION'}},"
+                     "{'name': 'B', 'uuid': 'GPU-bbbbbbbb-1111', 'pci_bus_id': '00000000:0F:00.0',"
+                     " 'minor': 1, 'cuda_capability': [9, 0],"
+                     " 'errors': {'nvmlDeviceGetMinorNumber': 'UNKNOWN'},"
+                     " 'unsupported': ['nvmlDeviceGetName']}]}");
     _cleanup_(nvml_closep) struct nvml *n = open_lib("FAKE_NVML_LIB");
     _cleanup_(gpu_list_freep) struct gpu_list *l = load(n);
     /* A GPU this process may not open (cgroup device rules) is listed with -EACCES. */
@@ -430,9 +406,10 @@ static void test_find(void **state)
 
 static void test_find_prefix_ambiguous(void **state)
 {
-    set_fixture("{'gpus': ["
-                "{'name': 'A', 'uuid': 'GPU-abcdef01-0000', 'pci_bus_id': '00000000:07:00.0'},"
-                "{'name': 'B', 'uuid': 'GPU-abcdef02-1111', 'pci_bus_id': '00000000:0F:00.0'}]}");
+    fake_env_fixture(
+        "{'gpus': ["
+        "{'name': 'A', 'uuid': 'GPU-abcdef01-0000', 'pci_bus_id': '00000000:07:00.0'},"
+        "{'name': 'B', 'uuid': 'GPU-abcdef02-1111', 'pci_bus_id': '00000000:0F:00.0'}]}");
     _cleanup_(nvml_closep) struct nvml *n = open_lib("FAKE_NVML_LIB");
     _cleanup_(gpu_list_freep) struct gpu_list *l = load(n);
     assert_null(gpu_list_find(l, "GPU-abcdef0", NULL));
@@ -448,7 +425,7 @@ static const char mig_before[] =
 
 static void test_reload_mig(void **state)
 {
-    set_fixture(mig_before);
+    fake_env_fixture(mig_before);
     _cleanup_(nvml_closep) struct nvml *n = open_lib("FAKE_NVML_LIB");
     _cleanup_(gpu_list_freep) struct gpu_list *l = load(n);
     struct gpu *g = &l->gpus[0];
@@ -457,7 +434,7 @@ static void test_reload_mig(void **state)
     assert_string_equal(g->mig[0].uuid, "MIG-1");
 
     /* Reconfigured to seven 1g.10gb. */
-    set_fixture(
+    fake_env_fixture(
         "{'gpus': [{'name': 'H', 'uuid': 'GPU-1', 'pci_bus_id': '00000000:1B:00.0', " PROFILES
         ", 'mig': {'enabled': true, 'instances': ["
         "{'gi': 13, 'ci': 0, 'profile_id': 19, 'uuid': 'MIG-13'},"
@@ -475,7 +452,7 @@ static void test_reload_mig(void **state)
     assert_ptr_equal(m, &g->mig[2]);
 
     /* A failed reload keeps what was there and says why. */
-    set_fixture(
+    fake_env_fixture(
         "{'gpus': [{'name': 'H', 'uuid': 'GPU-1', 'pci_bus_id': '00000000:1B:00.0', " PROFILES
         ", 'mig': {'enabled': true},"
         " 'errors': {'nvmlDeviceGetMaxMigDeviceCount': 'UNKNOWN'}}]}");
@@ -486,7 +463,7 @@ static void test_reload_mig(void **state)
     assert_string_equal(g->mig[1].uuid, "MIG-8");
 
     /* MIG switched off. */
-    set_fixture(
+    fake_env_fixture(
         "{'gpus': [{'name': 'H', 'uuid': 'GPU-1', 'pci_bus_id': '00000000:1B:00.0', " PROFILES
         ", 'mig': {'enabled': false}}]}");
     wait_for_reread();
@@ -498,7 +475,7 @@ static void test_reload_mig(void **state)
 
 static void test_reload_mig_lost(void **state)
 {
-    set_fixture(three_gpus_one_lost);
+    fake_env_fixture(three_gpus_one_lost);
     _cleanup_(nvml_closep) struct nvml *n = open_lib("FAKE_NVML_LIB");
     _cleanup_(gpu_list_freep) struct gpu_list *l = load(n);
     struct errmsg e = {""};
@@ -507,20 +484,6 @@ static void test_reload_mig_lost(void **state)
     /* A GPU that cannot do MIG reloads to "no MIG". */
     assert_int_equal(gpu_reload_mig(n, &l->gpus[0], &e), 0);
     assert_false(l->gpus[0].mig_enabled);
-}
-
-static int setup(void **state)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test-gpu-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    char path[128];
-    snprintf(path, sizeof(path), "%s/fixture.json", tmpdir);
-    unlink(path);
-    return rmdir(tmpdir);
 }
 
 int main(void)
@@ -543,5 +506,5 @@ int main(void)
         cmocka_unit_test(test_reload_mig),
         cmocka_unit_test(test_reload_mig_lost),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, fake_env_setup, fake_env_teardown);
 }

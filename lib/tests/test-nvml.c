@@ -13,29 +13,8 @@
 
 #include <cmocka.h>
 
+#include "fake-nvml-env.h"
 #include "nvml.h"
-
-static char tmpdir[64];
-
-/* Writes text as the fixture the fake reads at nvmlInit_v2. */
-static void set_fixture(const char *text)
-{
-    char path[128];
-    snprintf(path, sizeof(path), "%s/fixture.json", tmpdir);
-    FILE *f = fopen(path, "we");
-    assert_non_null(f);
-    assert_int_equal(fputs(text, f) >= 0, 1);
-    assert_int_equal(fclose(f), 0);
-    assert_int_equal(setenv("FAKE_NVML_FIXTURE", path, 1), 0);
-}
-
-static const char *env(const char *name)
-{
-    const char *v = getenv(name);
-    if (!v)
-        fail_msg("%s is not set; run through meson test", name);
-    return v;
-}
 
 static const char one_gpu[] = "{\"driver_version\": \"580.95.05\", \"cuda_version\": \"13.0\","
                               " \"gpus\": [{\"name\": \"NVIDIA H200\","
@@ -45,7 +24,7 @@ static const char one_gpu[] = "{\"driver_version\": \"580.95.05\", \"cuda_versio
 static void test_no_library(void **state)
 {
     char path[128];
-    snprintf(path, sizeof(path), "%s/nothing-here/libnvidia-ml.so.1", tmpdir);
+    snprintf(path, sizeof(path), "%s/nothing-here/libnvidia-ml.so.1", fake_env_dir());
     struct errmsg e = {""};
     struct nvml *n = NULL;
     assert_int_equal(nvml_open(path, &n, &e), -ENOENT);
@@ -70,24 +49,24 @@ static void test_not_nvml(void **state)
 
 static void test_driver_not_loaded(void **state)
 {
-    set_fixture("{\"init_error\": \"DRIVER_NOT_LOADED\"}");
+    fake_env_fixture("{\"init_error\": \"DRIVER_NOT_LOADED\"}");
     struct errmsg e = {""};
     struct nvml *n = NULL;
-    assert_int_equal(nvml_open(env("FAKE_NVML_LIB"), &n, &e), -ENODEV);
+    assert_int_equal(nvml_open(fake_env_get("FAKE_NVML_LIB"), &n, &e), -ENODEV);
     assert_null(n);
     assert_string_equal(e.text, "nvmlInit_v2: Driver Not Loaded");
 
-    set_fixture("{\"init_error\": \"NO_PERMISSION\"}");
-    assert_int_equal(nvml_open(env("FAKE_NVML_LIB"), &n, &e), -ENODEV);
+    fake_env_fixture("{\"init_error\": \"NO_PERMISSION\"}");
+    assert_int_equal(nvml_open(fake_env_get("FAKE_NVML_LIB"), &n, &e), -ENODEV);
     assert_string_equal(e.text, "nvmlInit_v2: Insufficient Permissions");
 }
 
 static void test_open_full_table(void **state)
 {
-    set_fixture(one_gpu);
+    fake_env_fixture(one_gpu);
     struct errmsg e = {""};
     _cleanup_(nvml_closep) struct nvml *n = NULL;
-    assert_int_equal(nvml_open(env("FAKE_NVML_LIB"), &n, &e), 0);
+    assert_int_equal(nvml_open(fake_env_get("FAKE_NVML_LIB"), &n, &e), 0);
     assert_non_null(n);
     const struct nvml_api *a = nvml_api(n);
     /* The current fake has every entry point of the list. */
@@ -103,12 +82,12 @@ static void test_open_full_table(void **state)
 static void test_close_shuts_down(void **state)
 {
     /* After nvml_close a new open initialises again and reads the fixture afresh. */
-    set_fixture(one_gpu);
+    fake_env_fixture(one_gpu);
     struct nvml *n = NULL;
-    assert_int_equal(nvml_open(env("FAKE_NVML_LIB"), &n, NULL), 0);
+    assert_int_equal(nvml_open(fake_env_get("FAKE_NVML_LIB"), &n, NULL), 0);
     nvml_close(n);
-    set_fixture("{\"gpus\": []}");
-    assert_int_equal(nvml_open(env("FAKE_NVML_LIB"), &n, NULL), 0);
+    fake_env_fixture("{\"gpus\": []}");
+    assert_int_equal(nvml_open(fake_env_get("FAKE_NVML_LIB"), &n, NULL), 0);
     unsigned count = 99;
     assert_int_equal(nvml_api(n)->nvmlDeviceGetCount_v2(&count), NVML_SUCCESS);
     assert_int_equal(count, 0);
@@ -118,10 +97,10 @@ static void test_close_shuts_down(void **state)
 
 static void test_old_driver_optional_null(void **state)
 {
-    set_fixture(one_gpu);
+    fake_env_fixture(one_gpu);
     struct errmsg e = {""};
     _cleanup_(nvml_closep) struct nvml *n = NULL;
-    assert_int_equal(nvml_open(env("FAKE_NVML_OLD_LIB"), &n, &e), 0);
+    assert_int_equal(nvml_open(fake_env_get("FAKE_NVML_OLD_LIB"), &n, &e), 0);
     const struct nvml_api *a = nvml_api(n);
     /* What drivers before ~535 lack is NULL; the rest is there. */
     assert_null(a->nvmlDeviceGetGpuInstanceProfileInfoV);
@@ -180,20 +159,6 @@ static void test_fail_message(void **state)
     assert_string_equal(e.text, "nvmlDeviceGetUUID: GPU is lost");
 }
 
-static int setup(void **state)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test-nvml-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    char path[128];
-    snprintf(path, sizeof(path), "%s/fixture.json", tmpdir);
-    unlink(path);
-    return rmdir(tmpdir);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -207,5 +172,5 @@ int main(void)
         cmocka_unit_test(test_error_strings_without_library),
         cmocka_unit_test(test_fail_message),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, fake_env_setup, fake_env_teardown);
 }
