@@ -15,6 +15,7 @@
 #include "server.h"
 
 #include "sd-notify.h"
+#include "signals.h"
 
 static void usage(FILE *out)
 {
@@ -238,15 +239,9 @@ int main(int argc, char **argv)
         gpumon_config_done(&cfg);
         return 0;
     }
-    /* Blocked before any thread starts, so every thread inherits the mask and only
-     * sigtimedwait() in run() sees them. */
+    /* Before any thread starts: only sigtimedwait() in run() sees them. */
     sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    signals_block_daemon(&mask);
     int r = start(&cfg, &mask);
     gpumon_config_done(&cfg);
     return r < 0 ? 1 : 0;

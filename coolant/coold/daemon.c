@@ -20,6 +20,7 @@
 #include "macro.h"
 
 #include "sd-notify.h"
+#include "signals.h"
 
 /* Creates the parent directory of path (one level, like /run/coold) if it is missing. */
 static int ensure_parent_dir(const char *path, mode_t mode, struct errmsg *e)
@@ -54,13 +55,7 @@ static int setup_admin_group(struct daemon *d, struct errmsg *e)
 static int setup_signals(struct daemon *d, struct errmsg *e)
 {
     sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGHUP);
-    /* Blocked before any thread starts, so every thread inherits the mask. */
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    signals_block_daemon(&mask);
     d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (d->signal_fd < 0 || d->wake_fd < 0)
