@@ -14,11 +14,12 @@ PACKAGES=(
     meson ninja-build pkg-config gcc git
     # libraries (DESIGN.md, "Dependencies")
     libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libinih-dev
-    libsqlite3-dev libarchive-dev libzstd-dev libcmocka-dev libsystemd-dev zlib1g-dev
+    libsqlite3-dev libarchive-dev libzstd-dev libssl-dev libcmocka-dev libsystemd-dev zlib1g-dev
     # fuzzing and the format check
     clang libclang-rt-14-dev clang-format
     # system tests and their real peers (TESTBED.md)
     python3 python3-pytest python3-requests docker.io busybox-static socat prometheus
+    docker-registry skopeo umoci apache2-utils python3-cryptography python3-jwt
     curl util-linux passwd procps
 )
 

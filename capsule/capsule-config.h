@@ -1,0 +1,48 @@
+/* capsule's configuration: /etc/capsule.conf, then the user's $XDG_CONFIG_HOME/capsule/capsule.conf
+ * (~/.config/capsule/capsule.conf), each key of the later file overriding the earlier one, then
+ * command-line flags. INI, section [capsule]:
+ *
+ *   cache_dir = PATH            image cache (store.h); default $XDG_CACHE_HOME/capsule
+ *   data_dir = PATH             named containers; default $XDG_DATA_HOME/capsule
+ *   insecure_registries = H H   hosts allowed over plain HTTP (loopback always is)
+ *   credentials = PATH          netrc-style credentials; default ~/.config/capsule/credentials
+ *   docker_config = PATH        default ~/.docker/config.json
+ *   parallel_downloads = N      1..32, default 4
+ *   retries = N                 0..20, default 4
+ *   driver_root = PATH          default /
+ *   rootfs = auto|overlay|copy  default auto
+ *   mounts = SRC:DST[:ro] ...   mounted into every container (space-separated)
+ *   remap_root = yes|no         default no
+ *
+ * "~/" and "$HOME/" at the start of a path are expanded. Unknown keys are errors. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "errmsg.h"
+#include "runtime.h"
+
+struct capsule_config {
+    char *cache_dir;
+    char *data_dir;
+    char **insecure_registries; /* NULL-terminated, never NULL */
+    char *credentials;
+    char *docker_config;
+    unsigned parallel_downloads;
+    unsigned retries;
+    char *driver_root;
+    enum runtime_rootfs_mode rootfs_mode;
+    char **mounts; /* "SRC:DST[:ro]", NULL-terminated, never NULL */
+    bool remap_root;
+    char *loaded_from[2]; /* the files that were read, NULL if not */
+};
+
+/* Loads the defaults and the files. system_path/user_path NULL = the standard paths; a missing
+ * file is fine, a malformed one is an error naming file:line. Returns 0, -EINVAL, -ENOMEM. */
+int capsule_config_load(const char *system_path, const char *user_path,
+                        struct capsule_config *ret, struct errmsg *e);
+void capsule_config_done(struct capsule_config *c);
+
+/* Parses "SRC:DST[:ro|rw]" (a --mount value or a config mounts entry) into m. SRC must be an
+ * absolute host path, DST an absolute container path. Returns 0 or -EINVAL naming the value. */
+int capsule_parse_mount(const char *s, struct mount_entry *ret, struct errmsg *e);

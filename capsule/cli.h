@@ -1,0 +1,38 @@
+/* The CLI's subcommands: capsule.c dispatches argv[1] to one of these by a table. Each lives in
+ * its own cmd-*.c, parses its own options with getopt_long (argv[0] is the subcommand name),
+ * prints its own output, and returns the process exit status: 0 success, 1 an error (printed
+ * once, as "capsule: <message>"), 2 a usage error; `run`/`start`/`exec` return the command's
+ * status (125 capsule failed, 126 command not executable, 127 command not found, as Docker). */
+#pragma once
+
+#include "capsule-config.h"
+
+struct cli_ctx {
+    struct capsule_config config; /* loaded before dispatch */
+    bool quiet;                   /* global -q: no progress */
+};
+
+struct cli_command {
+    const char *name;
+    int (*run)(int argc, char **argv, struct cli_ctx *ctx);
+    const char *usage;   /* one line: "pull [--platform OS/ARCH] IMAGE" */
+    const char *summary; /* one line for `capsule --help` */
+};
+
+/* Prints "capsule: <text>" to stderr and returns 1; for `return cli_fail(e.text)`. */
+int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints a usage error and the command's usage line; returns 2. */
+int cli_usage(const struct cli_command *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Opens the store at ctx's cache_dir; prints the error and returns -errno on failure. */
+struct store;
+int cli_open_store(struct cli_ctx *ctx, struct store **ret);
+/* Fills registry options from the config (insecure list, credential files, retries). */
+struct registry_opts;
+void cli_registry_opts(const struct cli_ctx *ctx, struct registry_opts *ret);
+
+/* Subcommands, one per cmd-*.c. */
+int cmd_pull(int argc, char **argv, struct cli_ctx *ctx);   /* cmd-pull.c */
+int cmd_images(int argc, char **argv, struct cli_ctx *ctx); /* cmd-images.c: images, rmi, gc */
+int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_gc(int argc, char **argv, struct cli_ctx *ctx);

@@ -1,0 +1,34 @@
+/* capsule pull: resolves a reference to a platform manifest, fetches config and layers (several
+ * at once, each verified while it streams, resumed after an interruption), unpacks each layer
+ * into the store once, and records the image last, so an interrupted pull never leaves an image
+ * that looks complete. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "errmsg.h"
+#include "ref.h"
+#include "registry.h"
+#include "store.h"
+
+struct pull_opts {
+    struct registry_opts registry;
+    unsigned parallel;        /* layers fetched at once; 0 = 4 */
+    const char *os;           /* NULL = "linux" */
+    const char *architecture; /* NULL = this machine's, in GOARCH terms ("amd64", "arm64") */
+    const char *variant;      /* NULL = any */
+    /* Progress display: -1 = none; else an fd (a terminal: one redrawn line per layer; not a
+     * terminal: one line per finished layer). */
+    int progress_fd;
+    bool keep_blobs; /* keep layer blobs after unpacking (default: drop them) */
+};
+
+/* Pulls ref into s. Layers already in the store are neither fetched nor unpacked again. On
+ * success the image record is saved and copied into *ret (may be NULL; free with
+ * image_record_done). On failure nothing half-done is visible: no record, no partial layer; a
+ * partial download stays in tmp/ for the next attempt unless its bytes were wrong. */
+int pull_image(struct store *s, const struct image_ref *ref, const struct pull_opts *o,
+               struct image_record *ret, struct errmsg *e);
+
+/* This machine's architecture in OCI/GOARCH terms ("amd64" for x86_64, "arm64" for aarch64, ...). */
+const char *pull_host_architecture(void);

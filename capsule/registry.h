@@ -1,0 +1,82 @@
+/* OCI distribution v2 client (libcurl through lib/http-client.h).
+ *
+ * One struct registry talks to one repository of one registry. It answers auth challenges
+ * itself: on 401 it reads WWW-Authenticate, and for "Bearer realm=…,service=…,scope=…" fetches a
+ * token from the realm (with Basic credentials when creds.h finds some, anonymously otherwise),
+ * caches it until it expires and retries; for "Basic" it sends the credentials. Transient
+ * failures (connection errors, timeouts, stalls, 429, 5xx) are retried with exponential backoff
+ * (0.5 s doubling to 8 s, honouring Retry-After); 4xx other than 401/408/429 are not.
+ *
+ * Transport: HTTPS, with certificate checks. Plain HTTP only for loopback registries
+ * (image_ref_is_loopback) and hosts listed in registry_opts.insecure; for those HTTPS is tried
+ * first and HTTP used when the TLS handshake or connection fails (Docker's behaviour), and the
+ * choice is remembered for the struct's lifetime.
+ *
+ * Thread-safe: after registry_open, any number of threads may fetch through one struct (the
+ * token cache is locked). */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "digest.h"
+#include "errmsg.h"
+#include "macro.h"
+#include "ref.h"
+
+struct registry_opts {
+    char *const *insecure;          /* "host[:port]" allowed over HTTP; NULL-terminated or NULL */
+    const char *netrc_path;         /* credentials files (creds.h); NULL: none */
+    const char *docker_config_path;
+    unsigned retries;               /* extra attempts per request; 0 = default 4 */
+    long connect_timeout_ms;        /* 0 = 15 s */
+    long stall_timeout_s;           /* abort a transfer under 1 KiB/s for this long; 0 = 60 */
+    const char *ca_file;            /* extra CA bundle, NULL = system's */
+};
+
+struct registry;
+
+/* Prepares a client for ref's registry and repository; no network traffic yet. The options are
+ * copied. Returns 0, -EINVAL, -ENOMEM. */
+int registry_open(const struct image_ref *ref, const struct registry_opts *o,
+                  struct registry **ret, struct errmsg *e);
+void registry_free(struct registry *r);
+DEFINE_POINTER_CLEANUP(struct registry, registry_free)
+
+struct registry_manifest {
+    char *data; /* the body, as received (NUL-terminated; len excludes it) */
+    size_t len;
+    char *content_type; /* Content-Type without parameters, "" if none */
+    char digest[DIGEST_STRING_MAX]; /* sha256 of data */
+};
+void registry_manifest_done(struct registry_manifest *m);
+
+/* GET /v2/<repo>/manifests/<reference> (a tag or a digest) with Accept: MANIFEST_ACCEPT.
+ * When reference is a digest the body must match it (-EBADMSG otherwise). Bodies over 4 MiB are
+ * refused (-EFBIG). Errors: -ENOENT ("nvcr.io/nvidia/pytorch:99: manifest unknown"), -EACCES
+ * ("127.0.0.1:5000/x: access denied (HTTP 401); credentials for 127.0.0.1:5000 were not found in
+ * FILE, FILE" or "... rejected"), -ECONNREFUSED, -ETIMEDOUT, -EPROTO (TLS refused for a host
+ * that is not allowed plain HTTP: the message names the config key insecure_registries),
+ * -EIO for other HTTP statuses (message has the status and the registry's error code). */
+int registry_get_manifest(struct registry *r, const char *reference,
+                          struct registry_manifest *ret, struct errmsg *e);
+
+/* Fetches a small blob (an image config) into memory, verified against digest. At most max
+ * bytes. Same errors as above. */
+int registry_get_blob_mem(struct registry *r, const char *digest, size_t max, char **ret_data,
+                          size_t *ret_len, struct errmsg *e);
+
+/* Called as a blob streams: bytes written so far (including a resumed offset) and the total
+ * (the descriptor's size). Must be cheap and thread-safe. */
+typedef void (*registry_progress_fn)(void *userdata, int64_t done, int64_t total);
+
+/* Streams blob digest (size bytes, from the manifest) into fd, starting at offset: bytes
+ * [0, offset) are already in fd and are hashed first (read back through pread), then the rest
+ * is requested with a Range header. If the server answers 200 instead of 206 the file is
+ * truncated and written from the start. The whole content is verified against digest; more
+ * bytes than size is an error. Retries resume from what was written. Returns 0 (the file then
+ * holds exactly the blob), -EBADMSG on a digest or size mismatch (the caller must discard the
+ * file), or the errors above. */
+int registry_get_blob(struct registry *r, const char *digest, int64_t size, int fd, off_t offset,
+                      registry_progress_fn progress, void *userdata, struct errmsg *e);

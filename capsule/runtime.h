@@ -1,0 +1,117 @@
+/* Running a container: user + mount (+ pid) namespaces, an overlay root, the usual mounts, the
+ * command; signals forwarded, exit status returned. No setuid helper, no file capabilities:
+ * only what an ordinary user may do (unprivileged user namespaces).
+ *
+ * Identity: the user namespace maps exactly one id, the caller's uid/gid, to itself or to 0
+ * (remap_root). Every file of the image belongs to the caller (see unpack.h), so inside it
+ * belongs to that id; other ids show as nobody.
+ *
+ * Root filesystem: an overlay of the layer directories (bottom first in run_spec) with an upper
+ * layer on a tmpfs private to this run (or upper_dir/work_dir for a named container), so
+ * mount points and generated files can always be created; then remounted read-only unless
+ * writable. Deep images: layers are given one by one through the new mount API
+ * (fsconfig "lowerdir+", kernel >= 6.8), else as one option string of paths relative to the
+ * common parent directory, else copied (unpack_merge_layer) when the kernel refuses overlayfs
+ * in a user namespace or rootfs_mode is RUNTIME_ROOTFS_COPY.
+ *
+ * Mounts, in order: the root; /proc (a new procfs with a pid namespace, else the host's
+ * recursively bound); /sys (bound read-only); /dev (a tmpfs holding null, zero, full, random,
+ * urandom, tty bound from the host, pts, shm, fd/stdin/stdout/stderr links); /tmp (tmpfs);
+ * /etc/hosts, /etc/resolv.conf (host's, read-only); /etc/passwd and /etc/group (the image's with
+ * an entry for the user: name, home, shell); the home directory (unless no_home); then the
+ * spec's mounts in order (user --mount and GPU injection). Mount targets are created in the
+ * upper layer as needed (a file for a file source, a directory otherwise). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "errmsg.h"
+
+enum {
+    MOUNT_RO = 1 << 0,       /* read-only bind */
+    MOUNT_OPTIONAL = 1 << 1, /* skip silently when the source does not exist */
+    MOUNT_REC = 1 << 2,      /* recursive bind (MS_REC) */
+};
+
+/* A bind mount from the host into the container. target is an absolute path inside. Symlinks
+ * in target are resolved inside the container root, never on the host. */
+struct mount_entry {
+    char *source;
+    char *target;
+    unsigned flags;
+};
+
+/* A symlink to create inside the container (e.g. libcuda.so.1 -> libcuda.so.580.159.04). An
+ * existing entry at path is replaced. */
+struct link_entry {
+    char *path;
+    char *target;
+};
+
+enum runtime_rootfs_mode {
+    RUNTIME_ROOTFS_AUTO, /* overlay, falling back to a copy */
+    RUNTIME_ROOTFS_OVERLAY,
+    RUNTIME_ROOTFS_COPY,
+};
+
+struct run_spec {
+    /* Root filesystem. */
+    char *const *layers; /* layer directories, bottom first */
+    size_t n_layers;
+    const char *upper_dir, *work_dir; /* both NULL: a tmpfs for this run only */
+    bool writable;
+    enum runtime_rootfs_mode rootfs_mode;
+    const char *scratch_dir; /* for the copy fallback's merged tree; NULL = $TMPDIR or /tmp */
+
+    /* Identity and namespaces. */
+    bool remap_root;       /* uid/gid 0 inside; else the caller's */
+    bool pid_ns;           /* own pid namespace: the command runs under a small init */
+    const char *hostname;  /* NULL: the host's (no UTS namespace) */
+    const char *user_name; /* for the passwd entry; NULL: from getpwuid */
+    const char *home;      /* host home directory to mount (same path inside); NULL = $HOME */
+    bool no_home;
+
+    /* What to run. argv[0] is looked up in PATH of env when it has no '/'. */
+    char *const *argv;
+    char *const *env; /* the complete environment, "K=V", NULL-terminated */
+    const char *cwd;  /* NULL = "/" */
+
+    const struct mount_entry *mounts;
+    size_t n_mounts;
+    const struct link_entry *links;
+    size_t n_links;
+    /* Refresh the container's ld cache after the mounts (GPU libraries): runs the image's
+     * ldconfig if it has one; ld_library_dir is added to the cache (and to LD_LIBRARY_PATH when
+     * the image has no ldconfig). */
+    bool run_ldconfig;
+    const char *ld_library_dir;
+
+    /* Called in the parent once the container's init is running (named containers record it);
+     * may be NULL. A negative return kills the container and is returned by runtime_run. */
+    int (*on_started)(pid_t pid, void *userdata);
+    void *userdata;
+};
+
+/* Runs spec->argv in a new container and waits for it. SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+ * SIGUSR1, SIGUSR2, SIGWINCH and SIGCONT are forwarded to the command. Returns 0 with *ret_exit
+ * the command's exit status (0..255; 128+N if killed by signal N), or a negative errno when the
+ * container could not be set up or the command could not be started, with a message:
+ * "exec 'foo': No such file or directory" (-ENOENT), "mount overlay: …" etc. Nothing is left
+ * behind in either case: the mounts die with the namespace, the tmpfs with the last mount. */
+int runtime_run(const struct run_spec *spec, int *ret_exit, struct errmsg *e);
+
+/* Runs argv inside the running container whose init is pid (setns into its user, mount and,
+ * if it has one, pid namespace; same root and cwd rules), for capsule exec. Same returns. */
+int runtime_exec(pid_t pid, char *const *argv, char *const *env, const char *cwd, int *ret_exit,
+                 struct errmsg *e);
+
+/* What this kernel allows, for capsule check and for choosing a rootfs mode early. Each returns
+ * 0 if it works, else a negative errno with a message saying what to change ("unprivileged
+ * user namespaces are disabled: sysctl kernel.unprivileged_userns_clone=1"). */
+int runtime_probe_userns(struct errmsg *e);
+int runtime_probe_overlay(const char *scratch_dir, struct errmsg *e);
+
+void mount_entry_done(struct mount_entry *m);
+void link_entry_done(struct link_entry *l);

@@ -1,0 +1,127 @@
+/* The content-addressed image cache, shared by all images of a user (or, when configured, of
+ * a node): a blob or layer is fetched and unpacked once.
+ *
+ * Layout under the root (realpath'd at open):
+ *   blobs/sha256/<hex>        verified blobs: manifests, configs, and layer blobs while pulling
+ *   layers/sha256/<hex>/      an unpacked layer, named by its (compressed) blob digest; an
+ *                             overlayfs lower directory as it stands (whiteouts are 0/0 char
+ *                             devices, opaque directories carry user.overlay.opaque=y)
+ *   images/<hex>.json         one record per image name (hex = sha256 of the canonical name)
+ *   tmp/                      partial downloads (<hex>.partial) and unpacks in progress
+ *   locks/<hex>.lock          flock(2) files, one per blob/layer
+ *
+ * Concurrency: everything that appears in blobs/, layers/ or images/ appears by rename(2) of a
+ * finished file or directory from tmp/, so a reader sees all or nothing. Two processes (two
+ * users of a shared cache, two job steps) that want the same layer serialise on its lock file:
+ * the second waits, then finds the layer present. A running container holds its layers' locks
+ * shared; gc takes them exclusive without waiting and skips the busy ones.
+ *
+ * Every function returns 0 (or the documented positive value) or a negative errno with a
+ * message naming the path. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "errmsg.h"
+#include "macro.h"
+
+struct store;
+
+/* Opens (creating the layout, mode 0755, if missing) the cache at root. Returns 0 and *ret,
+ * -EACCES/-EROFS/... with a message naming the directory, -ENOMEM. */
+int store_open(const char *root, struct store **ret, struct errmsg *e);
+void store_free(struct store *s);
+DEFINE_POINTER_CLEANUP(struct store, store_free)
+const char *store_root(const struct store *s);
+
+/* ---- blobs ---- */
+
+/* Path of a blob (whether or not it exists), malloc'd. digest must be digest_valid(). */
+int store_blob_path(const struct store *s, const char *digest, char **ret);
+bool store_has_blob(const struct store *s, const char *digest);
+/* Reads a whole small blob (manifest, config; at most max bytes) and verifies its digest again.
+ * Returns 0 and a malloc'd NUL-terminated copy, -ENOENT if absent, -EFBIG, -EBADMSG if the file
+ * no longer matches its digest (the file is then removed). */
+int store_blob_read(const struct store *s, const char *digest, size_t max, char **ret_data,
+                    size_t *ret_len, struct errmsg *e);
+/* Verifies data against digest and stores it atomically. -EBADMSG on mismatch (nothing stored). */
+int store_blob_write(struct store *s, const char *digest, const void *data, size_t len,
+                     struct errmsg *e);
+/* Removes a blob if present (layer blobs are dropped once unpacked). */
+int store_blob_remove(struct store *s, const char *digest);
+
+/* A blob download in progress: tmp/<hex>.partial, locked exclusively for its writer. */
+struct store_download {
+    int fd;       /* open O_RDWR, positioned at offset (the end of what is already there) */
+    off_t offset; /* bytes already present from an interrupted earlier download */
+    char *digest;
+    char *partial_path;
+    int lock_fd;
+};
+/* Starts (or resumes) the download of digest, waiting for another process that is downloading
+ * it. Returns 1 if the blob is already complete in blobs/ (nothing to do, *ret untouched), 0 with
+ * *ret ready, or a negative errno. */
+int store_download_begin(struct store *s, const char *digest, struct store_download *ret,
+                         struct errmsg *e);
+/* The caller has verified the content: fsyncs and renames it into blobs/. Releases *d. */
+int store_download_commit(struct store *s, struct store_download *d, struct errmsg *e);
+/* Gives up: keeps the partial file for a later resume if keep_partial (a network error), else
+ * removes it (a digest mismatch: those bytes are bad). Releases *d. Safe on a zeroed struct
+ * with fd and lock_fd -1. */
+void store_download_abort(struct store_download *d, bool keep_partial);
+
+/* ---- layers ---- */
+
+int store_layer_path(const struct store *s, const char *digest, char **ret);
+bool store_has_layer(const struct store *s, const char *digest);
+/* Takes the layer's lock: exclusive to create or delete it, shared to use it. wait=false fails
+ * with -EWOULDBLOCK instead of waiting. Returns 0 and the lock's fd (close it to unlock). */
+int store_layer_lock(struct store *s, const char *digest, bool exclusive, bool wait, int *ret_fd,
+                     struct errmsg *e);
+/* A fresh empty directory under tmp/ to unpack into (malloc'd path). */
+int store_layer_tmpdir(struct store *s, const char *digest, char **ret, struct errmsg *e);
+/* Moves a finished unpack into layers/. If the layer appeared meanwhile, tmpdir is removed and 0
+ * returned. The caller holds the layer's lock exclusive. */
+int store_layer_commit(struct store *s, const char *digest, const char *tmpdir, struct errmsg *e);
+
+/* ---- images ---- */
+
+struct image_record {
+    char *name;            /* canonical reference, image_ref_format() */
+    char *manifest_digest; /* of the platform manifest (not of the index) */
+    char *config_digest;   /* the image ID; its first 12 hex digits are shown */
+    char **layers;         /* layer blob digests, bottom first, NULL-terminated */
+    size_t n_layers;
+    int64_t size;      /* sum of the compressed layer sizes */
+    int64_t pulled_at; /* Unix time */
+};
+void image_record_done(struct image_record *r);
+/* Saves (atomically replaces) the record of r->name. */
+int store_image_save(struct store *s, const struct image_record *r, struct errmsg *e);
+/* Finds an image by canonical name, or by an unambiguous prefix (>= 4 hex digits, optionally
+ * "sha256:") of its config digest. -ENOENT "image 'x' is not in the cache; capsule pull x",
+ * -EINVAL for an ambiguous prefix, -EBADMSG for a damaged record. */
+int store_image_load(struct store *s, const char *name, struct image_record *ret,
+                     struct errmsg *e);
+/* Every record, sorted by name. *ret is an array of *ret_n records (free each, then the array). */
+int store_image_list(struct store *s, struct image_record **ret, size_t *ret_n, struct errmsg *e);
+/* Removes the record (layers stay until gc). -ENOENT if there is none. */
+int store_image_remove(struct store *s, const char *name, struct errmsg *e);
+
+/* ---- garbage collection ---- */
+
+struct store_gc_stats {
+    unsigned layers_removed, blobs_removed, layers_busy, tmp_removed;
+    uint64_t bytes_freed;
+};
+/* Removes layers and blobs no image record references and that are not in keep (digests of
+ * layers that containers use, NULL-terminated, may be NULL), layers whose lock is held (skipped,
+ * counted busy), and tmp/ entries older than an hour whose lock is free. */
+int store_gc(struct store *s, char *const *keep, struct store_gc_stats *ret, struct errmsg *e);
+
+/* rm -rf that first makes directories writable (image layers hold 0555 directories). Returns 0
+ * (also if path is absent) or the first error. */
+int store_remove_tree(const char *path);

@@ -1,0 +1,38 @@
+/* Layer unpacking with libarchive, into the overlayfs lower-directory format.
+ *
+ * A layer is a tar (uncompressed, gzip or zstd: detected from the data) holding files to add and
+ * whiteouts: ".wh.NAME" deletes NAME of the layers below, ".wh..wh..opq" hides the whole
+ * directory below. They become what overlayfs reads in a user namespace (mount option
+ * userxattr): a 0/0 character device named NAME, and the xattr user.overlay.opaque="y" on the
+ * directory. Both can be made by an ordinary user (kernel >= 5.8).
+ *
+ * Safety, since layers are outside input: no entry is written outside dest (absolute paths,
+ * "..", paths through symlinks and hard links that point outside are refused with an error that
+ * names the entry), device nodes other than whiteouts are skipped, setuid/setgid bits are
+ * dropped, ownership is not applied (every file belongs to the user who unpacks; the runtime maps
+ * that user to the container's root or to itself), xattrs other than the overlay ones are not
+ * applied. Directories are created writable by their owner during the unpack and get their own
+ * mode at the end. */
+#pragma once
+
+#include <stdint.h>
+
+#include "errmsg.h"
+
+struct unpack_stats {
+    uint64_t entries, bytes;
+    unsigned whiteouts, opaque_dirs, skipped_devices, dropped_setid;
+};
+
+/* Unpacks the layer read from fd (at its current offset) into dest, an existing empty
+ * directory. Returns 0 and fills *ret_stats (may be NULL), or -EINVAL for a malformed or hostile
+ * archive (message: "layer entry 'etc/../../x': path escapes the layer"), -ENOSPC/-EIO and other
+ * write errors naming the entry. On failure dest holds a partial tree: the caller removes it. */
+int unpack_layer(int fd, const char *dest, struct unpack_stats *ret_stats, struct errmsg *e);
+
+/* Applies one unpacked layer (overlay format, as unpack_layer writes it) on top of target, the
+ * way overlayfs would show it: a whiteout deletes target's entry, an opaque directory replaces
+ * target's directory, everything else is copied (regular files by copy_file_range or a reflink
+ * where the filesystem can; modes and times kept). This is the copy-up fallback for kernels that
+ * refuse overlayfs in a user namespace. Returns 0 or a negative errno naming the path. */
+int unpack_merge_layer(const char *layer_dir, const char *target, struct errmsg *e);
