@@ -8,7 +8,7 @@
  *   credentials = PATH          netrc-style credentials; default ~/.config/capsule/credentials
  *   docker_config = PATH        default ~/.docker/config.json
  *   parallel_downloads = N      1..32, default 4
- *   retries = N                 0..20, default 4
+ *   retries = N                 1..20 extra attempts per request, default 4
  *   driver_root = PATH          default /
  *   rootfs = auto|overlay|copy  default auto
  *   mounts = SRC:DST[:ro] ...   mounted into every container (space-separated)
@@ -39,8 +39,8 @@ struct capsule_config {
 
 /* Loads the defaults and the files. system_path/user_path NULL = the standard paths; a missing
  * file is fine, a malformed one is an error naming file:line. Returns 0, -EINVAL, -ENOMEM. */
-int capsule_config_load(const char *system_path, const char *user_path,
-                        struct capsule_config *ret, struct errmsg *e);
+int capsule_config_load(const char *system_path, const char *user_path, struct capsule_config *ret,
+                        struct errmsg *e);
 void capsule_config_done(struct capsule_config *c);
 
 /* Parses "SRC:DST[:ro|rw]" (a --mount value or a config mounts entry) into m. SRC must be an

@@ -36,3 +36,14 @@ int cmd_pull(int argc, char **argv, struct cli_ctx *ctx);   /* cmd-pull.c */
 int cmd_images(int argc, char **argv, struct cli_ctx *ctx); /* cmd-images.c: images, rmi, gc */
 int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_gc(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_run(int argc, char **argv, struct cli_ctx *ctx); /* cmd-run.c: run, create */
+int cmd_create(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_start(int argc, char **argv,
+              struct cli_ctx *ctx); /* cmd-containers.c: start, exec, ps, rm */
+int cmd_exec(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_ps(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_rm(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_check(int argc, char **argv, struct cli_ctx *ctx); /* cmd-check.c */
+
+/* The table, for usage lines: finds a command by name, NULL if none. */
+const struct cli_command *cli_command_find(const char *name);

@@ -44,20 +44,20 @@ struct gpu_inject_opts {
     char *const *image_env;    /* the image config's Env (NULL-terminated) */
     char *const *image_layers; /* the image's layer directories, bottom first, for the lib dir */
     size_t n_image_layers;
-    const char *nvml_library;  /* NULL: "libnvidia-ml.so.1" searched as described above */
+    const char *nvml_library; /* NULL: "libnvidia-ml.so.1" searched as described above */
 };
 
 struct gpu_inject {
-    unsigned n_gpus;   /* selected GPUs (MIG devices count one each); 0: nothing to inject */
-    char **uuids;      /* NULL-terminated, n_gpus entries */
+    unsigned n_gpus;      /* selected GPUs (MIG devices count one each); 0: nothing to inject */
+    char **uuids;         /* NULL-terminated, n_gpus entries */
     char *driver_version; /* "580.159.04" */
     char *cuda_version;   /* "13.0" */
     struct mount_entry *mounts;
     size_t n_mounts;
     struct link_entry *links;
     size_t n_links;
-    char **env;        /* "K=V" to set (override) inside, NULL-terminated; never NULL */
-    char *lib_dir;     /* where the libraries go inside; NULL when none */
+    char **env;    /* "K=V" to set (override) inside, NULL-terminated; never NULL */
+    char *lib_dir; /* where the libraries go inside; NULL when none */
 };
 
 /* Plans the injection. Returns 0 and fills *ret (free with gpu_inject_done); with no GPU
@@ -76,6 +76,6 @@ struct gpu_check_line {
 /* Diagnoses the driver under driver_root: NVML loads and answers, driver and CUDA versions,
  * device node permissions (the caller can open them read-write), libraries found for each
  * capability. Calls report once per line; never fails (a missing driver is a line). */
-void gpu_inject_check(const char *driver_root, void (*report)(const struct gpu_check_line *l,
-                                                              void *userdata),
+void gpu_inject_check(const char *driver_root,
+                      void (*report)(const struct gpu_check_line *l, void *userdata),
                       void *userdata);

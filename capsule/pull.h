@@ -30,5 +30,6 @@ struct pull_opts {
 int pull_image(struct store *s, const struct image_ref *ref, const struct pull_opts *o,
                struct image_record *ret, struct errmsg *e);
 
-/* This machine's architecture in OCI/GOARCH terms ("amd64" for x86_64, "arm64" for aarch64, ...). */
+/* This machine's architecture in OCI/GOARCH terms ("amd64" for x86_64, "arm64" for aarch64, ...).
+ */
 const char *pull_host_architecture(void);

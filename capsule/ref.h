@@ -5,11 +5,12 @@
  *     contains '.' or ':' or is "localhost" (Docker's rule); otherwise the image is on Docker Hub
  *     and a one-component name gets "library/" ("ubuntu" -> docker.io/library/ubuntu:latest).
  *   - enroot's: docker://[USER@][REGISTRY#]IMAGE[:TAG][@DIGEST]. '#' separates the registry.
- *     Without '#', the rest is read with Docker's rule, so "docker://nvcr.io/nvidia/pytorch:24.01-py3"
- *     and "docker://nvcr.io#nvidia/pytorch:24.01-py3" name the same image.
- * Repository components are lower case [a-z0-9] with single '.', '_', '__' or '-' separators
- * between alphanumerics (the distribution spec's grammar); tags are [A-Za-z0-9_][A-Za-z0-9_.-]{0,127};
- * digests are "sha256:" + 64 lower-case hex digits (or "sha512:" + 128). */
+ *     Without '#', the rest is read with Docker's rule, so
+ * "docker://nvcr.io/nvidia/pytorch:24.01-py3" and "docker://nvcr.io#nvidia/pytorch:24.01-py3" name
+ * the same image. Repository components are lower case [a-z0-9] with single '.', '_', '__' or '-'
+ * separators between alphanumerics (the distribution spec's grammar); tags are
+ * [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}; digests are "sha256:" + 64 lower-case hex digits (or "sha512:"
+ * + 128). */
 #pragma once
 
 #include <stdbool.h>

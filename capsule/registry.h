@@ -26,28 +26,28 @@
 #include "ref.h"
 
 struct registry_opts {
-    char *const *insecure;          /* "host[:port]" allowed over HTTP; NULL-terminated or NULL */
-    const char *netrc_path;         /* credentials files (creds.h); NULL: none */
+    char *const *insecure;  /* "host[:port]" allowed over HTTP; NULL-terminated or NULL */
+    const char *netrc_path; /* credentials files (creds.h); NULL: none */
     const char *docker_config_path;
-    unsigned retries;               /* extra attempts per request; 0 = default 4 */
-    long connect_timeout_ms;        /* 0 = 15 s */
-    long stall_timeout_s;           /* abort a transfer under 1 KiB/s for this long; 0 = 60 */
-    const char *ca_file;            /* extra CA bundle, NULL = system's */
+    unsigned retries;        /* extra attempts per request; 0 = default 4 */
+    long connect_timeout_ms; /* 0 = 15 s */
+    long stall_timeout_s;    /* abort a transfer under 1 KiB/s for this long; 0 = 60 */
+    const char *ca_file;     /* extra CA bundle, NULL = system's */
 };
 
 struct registry;
 
 /* Prepares a client for ref's registry and repository; no network traffic yet. The options are
  * copied. Returns 0, -EINVAL, -ENOMEM. */
-int registry_open(const struct image_ref *ref, const struct registry_opts *o,
-                  struct registry **ret, struct errmsg *e);
+int registry_open(const struct image_ref *ref, const struct registry_opts *o, struct registry **ret,
+                  struct errmsg *e);
 void registry_free(struct registry *r);
 DEFINE_POINTER_CLEANUP(struct registry, registry_free)
 
 struct registry_manifest {
     char *data; /* the body, as received (NUL-terminated; len excludes it) */
     size_t len;
-    char *content_type; /* Content-Type without parameters, "" if none */
+    char *content_type;             /* Content-Type without parameters, "" if none */
     char digest[DIGEST_STRING_MAX]; /* sha256 of data */
 };
 void registry_manifest_done(struct registry_manifest *m);
@@ -59,8 +59,8 @@ void registry_manifest_done(struct registry_manifest *m);
  * FILE, FILE" or "... rejected"), -ECONNREFUSED, -ETIMEDOUT, -EPROTO (TLS refused for a host
  * that is not allowed plain HTTP: the message names the config key insecure_registries),
  * -EIO for other HTTP statuses (message has the status and the registry's error code). */
-int registry_get_manifest(struct registry *r, const char *reference,
-                          struct registry_manifest *ret, struct errmsg *e);
+int registry_get_manifest(struct registry *r, const char *reference, struct registry_manifest *ret,
+                          struct errmsg *e);
 
 /* Fetches a small blob (an image config) into memory, verified against digest. At most max
  * bytes. Same errors as above. */

@@ -18,10 +18,11 @@
 
 /* What the host has. Strings may be "" (unknown). */
 struct require_host {
-    const char *cuda;    /* the driver's CUDA version, "13.0" */
-    const char *driver;  /* "580.159.04" */
-    const char *brand;   /* lower case: "tesla", "geforce", "nvidia", … */
-    const char *const *archs; /* compute capabilities of the selected GPUs, "9.0"; NULL-terminated or NULL */
+    const char *cuda;   /* the driver's CUDA version, "13.0" */
+    const char *driver; /* "580.159.04" */
+    const char *brand;  /* lower case: "tesla", "geforce", "nvidia", … */
+    const char *const
+        *archs; /* compute capabilities of the selected GPUs, "9.0"; NULL-terminated or NULL */
 };
 
 /* Checks every NVIDIA_REQUIRE_* entry of env ("K=V" strings, NULL-terminated) against host.

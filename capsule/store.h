@@ -104,8 +104,7 @@ int store_image_save(struct store *s, const struct image_record *r, struct errms
 /* Finds an image by canonical name, or by an unambiguous prefix (>= 4 hex digits, optionally
  * "sha256:") of its config digest. -ENOENT "image 'x' is not in the cache; capsule pull x",
  * -EINVAL for an ambiguous prefix, -EBADMSG for a damaged record. */
-int store_image_load(struct store *s, const char *name, struct image_record *ret,
-                     struct errmsg *e);
+int store_image_load(struct store *s, const char *name, struct image_record *ret, struct errmsg *e);
 /* Every record, sorted by name. *ret is an array of *ret_n records (free each, then the array). */
 int store_image_list(struct store *s, struct image_record **ret, size_t *ret_n, struct errmsg *e);
 /* Removes the record (layers stay until gc). -ENOENT if there is none. */
@@ -125,3 +124,7 @@ int store_gc(struct store *s, char *const *keep, struct store_gc_stats *ret, str
 /* rm -rf that first makes directories writable (image layers hold 0555 directories). Returns 0
  * (also if path is absent) or the first error. */
 int store_remove_tree(const char *path);
+/* The same for the entry name of the directory dfd; never follows a symbolic link and never
+ * crosses into another mounted filesystem (-EXDEV). Adds the disk space freed to *bytes_freed
+ * (may be NULL). Holds a bounded number of fds however deep the tree is. */
+int store_remove_tree_at(int dfd, const char *name, uint64_t *bytes_freed);

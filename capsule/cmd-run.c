@@ -1,0 +1,286 @@
+/* capsule run / capsule create: options, image lookup (pulling when missing), then launch. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "launch.h"
+#include "log.h"
+#include "pull.h"
+#include "ref.h"
+#include "store.h"
+#include "strv.h"
+
+extern char **environ;
+
+enum pull_policy { PULL_MISSING, PULL_NEVER, PULL_ALWAYS };
+
+struct run_opts {
+    struct container c; /* the request: flags, mounts, env; image and layers filled later */
+    enum pull_policy pull;
+    bool help;
+};
+
+static const char run_help[] =
+    "options:\n"
+    "  --name NAME            name the container (capsule exec/ps see it)\n"
+    "  --gpus all|none|ID,... GPUs to inject (index, UUID, MIG UUID, PCI bus id)\n"
+    "  --driver-root DIR      where the NVIDIA driver lives (default /)\n"
+    "  -e, --env K=V|K        set a variable (K alone: the host's value)\n"
+    "  -m, --mount SRC:DST[:ro]  bind a host path\n"
+    "  -w, --workdir DIR      working directory inside\n"
+    "  --entrypoint CMD       replace the image's entrypoint (and drop its Cmd)\n"
+    "  --writable             allow writes to the root filesystem (kept only by named\n"
+    "                         containers made with `create`)\n"
+    "  --remap-root           be root inside (your own uid outside)\n"
+    "  --no-remap-root        be yourself inside (the default unless the config says so)\n"
+    "  --pid                  own pid namespace\n"
+    "  --no-home              do not mount the home directory\n"
+    "  --pull missing|never|always  when to pull the image (default missing)\n";
+
+static int parse_pull_policy(const char *s, enum pull_policy *ret)
+{
+    static const char *const names[] = {"missing", "never", "always"};
+    for (size_t i = 0; i < ELEMENTSOF(names); i++)
+        if (strcmp(s, names[i]) == 0) {
+            *ret = (enum pull_policy)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+static int set_string(char **dst, const char *v)
+{
+    free(*dst);
+    *dst = strdup(v);
+    return *dst ? 0 : -ENOMEM;
+}
+
+/* One option; returns 0, -ENOMEM, or -EINVAL with the message already in e. */
+static int apply_option(int c, const char *arg, struct run_opts *o, struct errmsg *e)
+{
+    struct mount_entry m = {0};
+    int r;
+    switch (c) {
+    case 'n':
+        return container_name_check(arg, e) < 0 ? -EINVAL : set_string(&o->c.name, arg);
+    case 'g':
+        return set_string(&o->c.gpus, arg);
+    case 'd':
+        return set_string(&o->c.driver_root, arg);
+    case 'e':
+        return strv_push(&o->c.user_env, arg);
+    case 'm':
+        /* Checked now so that a typo fails before anything is pulled. */
+        r = capsule_parse_mount(arg, &m, e);
+        mount_entry_done(&m);
+        return r < 0 ? r : strv_push(&o->c.mounts, arg);
+    case 'w':
+        return set_string(&o->c.workdir, arg);
+    case 'E':
+        return set_string(&o->c.entrypoint, arg);
+    case 'W':
+        o->c.writable = true;
+        return 0;
+    case 'R':
+        o->c.remap_root = true;
+        return 0;
+    case 'U':
+        o->c.remap_root = false;
+        return 0;
+    case 'P':
+        o->c.pid_ns = true;
+        return 0;
+    case 'H':
+        o->c.no_home = true;
+        return 0;
+    case 'p':
+        if (parse_pull_policy(arg, &o->pull) < 0)
+            return errmsg_set(e, -EINVAL, "--pull '%s': use missing, never or always", arg);
+        return 0;
+    case 'h':
+        o->help = true;
+        return 0;
+    default:
+        return errmsg_set(e, -EINVAL, "unknown option");
+    }
+}
+
+/* Parses options up to the image name; returns the index of IMAGE in argv, or a CLI exit code
+ * (as a negative number) after printing the error. */
+static int parse_run_options(int argc, char **argv, const struct cli_command *cmd,
+                             struct run_opts *o)
+{
+    static const struct option opts[] = {
+        {"name", required_argument, NULL, 'n'},
+        {"gpus", required_argument, NULL, 'g'},
+        {"driver-root", required_argument, NULL, 'd'},
+        {"env", required_argument, NULL, 'e'},
+        {"mount", required_argument, NULL, 'm'},
+        {"workdir", required_argument, NULL, 'w'},
+        {"entrypoint", required_argument, NULL, 'E'},
+        {"writable", no_argument, NULL, 'W'},
+        {"remap-root", no_argument, NULL, 'R'},
+        {"no-remap-root", no_argument, NULL, 'U'},
+        {"pid", no_argument, NULL, 'P'},
+        {"no-home", no_argument, NULL, 'H'},
+        {"pull", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    int c;
+    /* '+': options end at the image name; what follows belongs to the command. */
+    while ((c = getopt_long(argc, argv, "+e:m:w:h", opts, NULL)) != -1) {
+        struct errmsg e = {{0}};
+        if (c == '?')
+            return -cli_usage(cmd, "bad option");
+        int r = apply_option(c, optarg, o, &e);
+        if (r == -ENOMEM)
+            return -cli_fail("out of memory");
+        if (r < 0)
+            return -cli_usage(cmd, "%s", e.text);
+    }
+    if (o->help) {
+        printf("usage: capsule %s\n\n%s", cmd->usage, run_help);
+        return 0; /* exit status 0; IMAGE's index is always >= 1 */
+    }
+    if (optind >= argc)
+        return -cli_usage(cmd, "no image given");
+    return optind;
+}
+
+/* Finds the image in the store, pulling it first when the policy says so. */
+static int resolve_image(struct cli_ctx *ctx, struct store *st, const char *arg,
+                         enum pull_policy policy, struct image_record *ret, struct errmsg *e)
+{
+    struct image_ref ref = {0};
+    _cleanup_free_ char *name = NULL;
+    int r = image_ref_parse(arg, &ref, e);
+    if (r < 0) {
+        /* Not a reference: maybe an image ID prefix. */
+        struct errmsg e2 = {{0}};
+        if (store_image_load(st, arg, ret, &e2) >= 0)
+            return 0;
+        return r;
+    }
+    if ((r = image_ref_format(&ref, &name)) < 0)
+        goto out;
+    if (policy != PULL_ALWAYS) {
+        r = store_image_load(st, name, ret, e);
+        if (r != -ENOENT || policy == PULL_NEVER)
+            goto out;
+    }
+    struct pull_opts po = {.parallel = ctx->config.parallel_downloads,
+                           .progress_fd = ctx->quiet ? -1 : STDERR_FILENO};
+    cli_registry_opts(ctx, &po.registry);
+    r = pull_image(st, &ref, &po, ret, e);
+out:
+    image_ref_done(&ref);
+    return r;
+}
+
+/* Fills the container's image fields from the record. */
+static int take_image(struct container *c, const struct image_record *img)
+{
+    c->image = strdup(img->name);
+    c->config_digest = strdup(img->config_digest);
+    c->layers = strv_copy(img->layers);
+    return c->image && c->config_digest && c->layers ? 0 : -ENOMEM;
+}
+
+struct run_ctx {
+    const char *data_dir;
+    const char *name;
+};
+
+static int record_pid(pid_t pid, void *userdata)
+{
+    const struct run_ctx *rc = userdata;
+    return rc->name ? container_set_pid(rc->data_dir, rc->name, pid) : 0;
+}
+
+/* Registers a `run --name` container (ephemeral, locked while it runs), launches, cleans up. */
+static int run_container(struct cli_ctx *ctx, struct store *st, struct container *c)
+{
+    struct errmsg e = {{0}};
+    _cleanup_close_ int lock_fd = -1;
+    struct run_ctx rc = {ctx->config.data_dir, c->name};
+    int code, r;
+    if (c->name) {
+        containers_sweep(ctx->config.data_dir);
+        c->ephemeral = true;
+        c->created_at = time(NULL);
+        if ((r = container_create(ctx->config.data_dir, c, &lock_fd, &e)) < 0)
+            return cli_fail("%s", e.text), LAUNCH_EXIT_FAILED;
+    }
+    struct launch_request req = {
+        .c = c,
+        .config = &ctx->config,
+        .host_env = environ,
+        .on_started = record_pid,
+        .userdata = &rc,
+    };
+    r = launch_container(st, &req, &code, &e);
+    if (c->name) {
+        struct errmsg ignored;
+        container_remove(ctx->config.data_dir, c->name, &ignored);
+    }
+    if (r < 0)
+        cli_fail("%s", e.text);
+    return code;
+}
+
+static int run_or_create(int argc, char **argv, struct cli_ctx *ctx, bool create)
+{
+    const struct cli_command *cmd = cli_command_find(create ? "create" : "run");
+    struct run_opts o = {.c = {.remap_root = ctx->config.remap_root}};
+    struct image_record img = {0};
+    _cleanup_(store_freep) struct store *st = NULL;
+    struct errmsg e = {{0}};
+    int rc = LAUNCH_EXIT_FAILED;
+    o.c.user_env = strv_new();
+    o.c.mounts = strv_new();
+    int i = parse_run_options(argc, argv, cmd, &o);
+    if (i <= 0) {
+        rc = -i;
+        goto out;
+    }
+    if (create && !o.c.name) {
+        rc = cli_usage(cmd, "a container made with create needs --name");
+        goto out;
+    }
+    if (!(o.c.args = strv_copy(argv + i + 1)) || cli_open_store(ctx, &st) < 0)
+        goto out;
+    if (resolve_image(ctx, st, argv[i], o.pull, &img, &e) < 0 || take_image(&o.c, &img) < 0) {
+        cli_fail("%s", e.text[0] ? e.text : "out of memory");
+        goto out;
+    }
+    if (create) {
+        o.c.created_at = time(NULL);
+        rc =
+            container_create(ctx->config.data_dir, &o.c, NULL, &e) < 0 ? cli_fail("%s", e.text) : 0;
+        if (rc == 0)
+            printf("%s\n", o.c.name);
+    } else {
+        rc = run_container(ctx, st, &o.c);
+    }
+out:
+    image_record_done(&img);
+    container_done(&o.c);
+    return rc;
+}
+
+int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
+{
+    return run_or_create(argc, argv, ctx, false);
+}
+
+int cmd_create(int argc, char **argv, struct cli_ctx *ctx)
+{
+    return run_or_create(argc, argv, ctx, true);
+}

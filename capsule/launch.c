@@ -1,0 +1,216 @@
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpu-inject.h"
+#include "manifest.h"
+#include "runtime.h"
+#include "spec.h"
+#include "strv.h"
+
+/* Image configs are small; a larger one is not an image config. */
+#define CONFIG_MAX (4u << 20)
+
+/* What one launch holds until the container exits. */
+struct launch_state {
+    char **layer_dirs;
+    int *lock_fds;
+    size_t n_layers;
+    struct image_config img;
+    struct gpu_inject gpu;
+    struct spec_result spec;
+    struct mount_entry *mounts;
+    size_t n_mounts;
+};
+
+static void launch_state_done(struct launch_state *s)
+{
+    for (size_t i = 0; i < s->n_layers; i++)
+        closep(&s->lock_fds[i]);
+    free(s->lock_fds);
+    strv_free(s->layer_dirs);
+    image_config_done(&s->img);
+    gpu_inject_done(&s->gpu);
+    spec_result_done(&s->spec);
+    for (size_t i = 0; i < s->n_mounts; i++)
+        mount_entry_done(&s->mounts[i]);
+    free(s->mounts);
+}
+
+/* Locks each layer shared and collects its directory. A layer missing from the cache (removed
+ * by hand, or a damaged cache) is named, with the way out. */
+static int hold_layers(struct store *st, const struct container *c, struct launch_state *s,
+                       struct errmsg *e)
+{
+    size_t n = strv_length(c->layers);
+    s->lock_fds = malloc((n ? n : 1) * sizeof(int));
+    s->layer_dirs = strv_new();
+    if (!s->lock_fds || !s->layer_dirs)
+        return errmsg_set(e, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        char *dir = NULL;
+        int r = store_layer_lock(st, c->layers[i], false, true, &s->lock_fds[i], e);
+        if (r < 0)
+            return r;
+        s->n_layers = i + 1;
+        if ((r = store_layer_path(st, c->layers[i], &dir)) < 0 ||
+            (r = strv_consume(&s->layer_dirs, dir)) < 0)
+            return errmsg_set(e, r, "out of memory");
+        if (!store_has_layer(st, c->layers[i]))
+            return errmsg_set(e, -ENOENT,
+                              "layer %s of image '%s' is missing from the cache; pull the image "
+                              "again",
+                              c->layers[i], c->image);
+    }
+    return 0;
+}
+
+static int read_image_config(struct store *st, const struct container *c, struct image_config *ret,
+                             struct errmsg *e)
+{
+    _cleanup_free_ char *data = NULL;
+    size_t len;
+    int r = store_blob_read(st, c->config_digest, CONFIG_MAX, &data, &len, e);
+    if (r == -ENOENT)
+        return errmsg_set(e, r, "the config of image '%s' is missing from the cache; pull it again",
+                          c->image);
+    if (r < 0)
+        return r;
+    return image_config_parse(data, len, ret, e);
+}
+
+static int add_mount(struct launch_state *s, const struct mount_entry *m)
+{
+    struct mount_entry *n = realloc(s->mounts, (s->n_mounts + 1) * sizeof(*n));
+    if (!n)
+        return -ENOMEM;
+    s->mounts = n;
+    char *src = strdup(m->source), *dst = strdup(m->target);
+    if (!src || !dst) {
+        free(src);
+        free(dst);
+        return -ENOMEM;
+    }
+    s->mounts[s->n_mounts++] = (struct mount_entry){src, dst, m->flags};
+    return 0;
+}
+
+static int add_mount_strings(struct launch_state *s, char *const *list, struct errmsg *e)
+{
+    for (size_t i = 0; list && list[i]; i++) {
+        struct mount_entry m = {0};
+        int r = capsule_parse_mount(list[i], &m, e);
+        if (r >= 0)
+            r = add_mount(s, &m);
+        mount_entry_done(&m);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* Default mounts first, then the user's, then the GPU's: later mounts cover earlier ones, and
+ * the driver's files must not be hidden by a user mount of the same directory. */
+static int collect_mounts(struct launch_state *s, const struct launch_request *req,
+                          struct errmsg *e)
+{
+    int r = add_mount_strings(s, req->config->mounts, e);
+    if (r >= 0)
+        r = add_mount_strings(s, req->c->mounts, e);
+    for (size_t i = 0; r >= 0 && i < s->gpu.n_mounts; i++)
+        r = add_mount(s, &s->gpu.mounts[i]);
+    return r;
+}
+
+static int plan_gpus(struct launch_state *s, const struct launch_request *req, struct errmsg *e)
+{
+    const struct container *c = req->c;
+    struct gpu_inject_opts o = {
+        .driver_root = c->driver_root ? c->driver_root : req->config->driver_root,
+        .gpus = c->gpus,
+        .host_env = req->host_env,
+        .image_env = s->img.env,
+        .image_layers = s->layer_dirs,
+        .n_image_layers = s->n_layers,
+    };
+    return gpu_inject_plan(&o, &s->gpu, e);
+}
+
+static int build_spec(struct launch_state *s, const struct launch_request *req, struct errmsg *e)
+{
+    const struct container *c = req->c;
+    const char *user = getenv("USER");
+    struct spec_flags f = {
+        .entrypoint = c->entrypoint,
+        .args = c->args,
+        .env = c->user_env,
+        .runtime_env = s->gpu.env,
+        .workdir = c->workdir,
+        .name = c->name,
+        .remap_root = c->remap_root,
+        .no_home = c->no_home,
+        .user_name = user,
+        .home = getenv("HOME"),
+    };
+    return spec_build(&s->img, &f, req->host_env, &s->spec, e);
+}
+
+int launch_exit_code(int r, const struct errmsg *e)
+{
+    if (strncmp(e->text, "exec ", 5) != 0)
+        return LAUNCH_EXIT_FAILED;
+    if (r == -ENOENT)
+        return LAUNCH_EXIT_NOT_FOUND;
+    if (r == -EACCES || r == -ENOEXEC || r == -EISDIR)
+        return LAUNCH_EXIT_NOT_EXECUTABLE;
+    return LAUNCH_EXIT_FAILED;
+}
+
+static int run(struct launch_state *s, const struct launch_request *req, int *ret_exit,
+               struct errmsg *e)
+{
+    const struct container *c = req->c;
+    struct run_spec spec = {
+        .layers = s->layer_dirs,
+        .n_layers = s->n_layers,
+        .upper_dir = req->upper_dir,
+        .work_dir = req->work_dir,
+        .writable = c->writable,
+        .rootfs_mode = req->config->rootfs_mode,
+        .remap_root = c->remap_root,
+        .pid_ns = c->pid_ns,
+        .user_name = getenv("USER"),
+        .home = getenv("HOME"),
+        .no_home = c->no_home,
+        .argv = s->spec.argv,
+        .env = s->spec.env,
+        .cwd = s->spec.cwd,
+        .mounts = s->mounts,
+        .n_mounts = s->n_mounts,
+        .links = s->gpu.links,
+        .n_links = s->gpu.n_links,
+        .run_ldconfig = s->gpu.n_gpus > 0,
+        .ld_library_dir = s->gpu.lib_dir,
+        .on_started = req->on_started,
+        .userdata = req->userdata,
+    };
+    return runtime_run(&spec, ret_exit, e);
+}
+
+int launch_container(struct store *st, const struct launch_request *req, int *ret_exit,
+                     struct errmsg *e)
+{
+    struct launch_state s = {0};
+    int r;
+    if ((r = hold_layers(st, req->c, &s, e)) < 0 ||
+        (r = read_image_config(st, req->c, &s.img, e)) < 0 || (r = plan_gpus(&s, req, e)) < 0 ||
+        (r = build_spec(&s, req, e)) < 0 || (r = collect_mounts(&s, req, e)) < 0 ||
+        (r = run(&s, req, ret_exit, e)) < 0)
+        *ret_exit = launch_exit_code(r, e);
+    launch_state_done(&s);
+    return r;
+}

@@ -1,0 +1,39 @@
+/* From a container description (an image in the store plus the user's run flags) to a running
+ * command: the one path that `run`, `start` and the Slurm plugin share.
+ *
+ * It takes each layer's lock shared for the whole run (so gc leaves them alone), reads and
+ * parses the image config, plans GPU injection, works out argv/env/cwd (spec.h), joins the
+ * config's default mounts, the container's --mount values and the GPU mounts, and hands it all
+ * to runtime_run(). */
+#pragma once
+
+#include <sys/types.h>
+
+#include "capsule-config.h"
+#include "containers.h"
+#include "errmsg.h"
+#include "store.h"
+
+struct launch_request {
+    const struct container *c; /* name may be NULL: an anonymous run */
+    const struct capsule_config *config;
+    char *const *host_env;
+    const char *upper_dir, *work_dir; /* a named container's own upper layer, or NULL */
+    int (*on_started)(pid_t pid, void *userdata);
+    void *userdata;
+};
+
+/* Exit codes of a container that could not start, as Docker uses them. */
+#define LAUNCH_EXIT_FAILED         125
+#define LAUNCH_EXIT_NOT_EXECUTABLE 126
+#define LAUNCH_EXIT_NOT_FOUND      127
+
+/* The exit code for a failed launch or exec: 126/127 when the command itself could not be
+ * executed (the runtime's "exec '…'" errors), else 125. */
+int launch_exit_code(int r, const struct errmsg *e);
+
+/* Runs the container and waits. Returns 0 with *ret_exit the command's status, or a negative
+ * errno with a message; *ret_exit is then the exit code the CLI should use (125, or 126/127 when
+ * the command itself could not be executed). */
+int launch_container(struct store *s, const struct launch_request *req, int *ret_exit,
+                     struct errmsg *e);
