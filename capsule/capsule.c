@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "macro.h"
 
 static int cmd_version(int argc, char **argv, struct cli_ctx *ctx);
 static int cmd_help(int argc, char **argv, struct cli_ctx *ctx);
