@@ -10,6 +10,8 @@
 struct cli_ctx {
     struct capsule_config config; /* loaded before dispatch */
     bool quiet;                   /* global -q: no progress */
+    const char *config_path;      /* global --config, or NULL */
+    char **argv;                  /* the program's whole command line, for handing on */
 };
 
 struct cli_command {
@@ -18,6 +20,19 @@ struct cli_command {
     const char *usage;   /* one line: "pull [--platform OS/ARCH] IMAGE" */
     const char *summary; /* one line for `capsule --help` */
 };
+
+/* The whole of a program's main(): global options (--config, -q, -v, --help, --version), the
+ * config, then the subcommand named by the first operand, looked up in table. Returns the exit
+ * status. capsule and capsule-pull share it. */
+int cli_main(int argc, char **argv, const struct cli_command *table, size_t n);
+
+/* Pulls are done by a second program, capsule-pull, so that capsule itself does not load
+ * libcurl, libarchive and their 40 dependencies: that alone costs more than starting a container.
+ * Runs `capsule-pull [--config F] [-q] pull IMAGE` and waits. Returns its exit status (0: the
+ * image is in the store), or 1 after printing why it could not be started. */
+int cli_run_pull_helper(const struct cli_ctx *ctx, const char *image);
+/* The `pull` entry of capsule's table: replaces this process with capsule-pull. */
+int cmd_pull_exec(int argc, char **argv, struct cli_ctx *ctx);
 
 /* Prints "capsule: <text>" to stderr and returns 1; for `return cli_fail(e.text)`. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -38,12 +53,15 @@ int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_gc(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx); /* cmd-run.c: run, create */
 int cmd_create(int argc, char **argv, struct cli_ctx *ctx);
-int cmd_start(int argc, char **argv,
-              struct cli_ctx *ctx); /* cmd-containers.c: start, exec, ps, rm */
+/* cmd-containers.c: start, exec, ps, rm */
+int cmd_start(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_exec(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_ps(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_rm(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_check(int argc, char **argv, struct cli_ctx *ctx); /* cmd-check.c */
+/* cli.c */
+int cmd_version(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_help(int argc, char **argv, struct cli_ctx *ctx);
 
-/* The table, for usage lines: finds a command by name, NULL if none. */
+/* Finds a command by name in the running program's table (for usage lines), NULL if none. */
 const struct cli_command *cli_command_find(const char *name);

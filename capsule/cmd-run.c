@@ -11,7 +11,6 @@
 #include "cli.h"
 #include "launch.h"
 #include "log.h"
-#include "pull.h"
 #include "ref.h"
 #include "store.h"
 #include "strv.h"
@@ -175,10 +174,12 @@ static int resolve_image(struct cli_ctx *ctx, struct store *st, const char *arg,
         if (r != -ENOENT || policy == PULL_NEVER)
             goto out;
     }
-    struct pull_opts po = {.parallel = ctx->config.parallel_downloads,
-                           .progress_fd = ctx->quiet ? -1 : STDERR_FILENO};
-    cli_registry_opts(ctx, &po.registry);
-    r = pull_image(st, &ref, &po, ret, e);
+    /* The helper prints its own errors; what is left to say is that the run cannot go on. */
+    if (cli_run_pull_helper(ctx, name) != 0) {
+        r = errmsg_set(e, -ENOENT, "cannot run '%s': the pull failed", name);
+        goto out;
+    }
+    r = store_image_load(st, name, ret, e);
 out:
     image_ref_done(&ref);
     return r;

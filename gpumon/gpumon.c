@@ -227,6 +227,7 @@ int main(int argc, char **argv)
     if (status >= 0)
         return status;
     log_setup("gpumon", (enum log_level)level);
+    log_enable_journal();
 
     struct gpumon_config cfg;
     struct errmsg e = {""};

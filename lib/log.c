@@ -7,16 +7,24 @@
 #include <string.h>
 #include <time.h>
 
-#ifdef HAVE_SYSTEMD
-#include <syslog.h>
-#include <systemd/sd-journal.h>
-#endif
-
 static const char *log_ident = "gpunode";
 static enum log_level log_max = LOG_LEVEL_INFO;
 static int log_to_journal = -1;
+/* Set by log_enable_journal() (log-journal.c): only daemons link libsystemd, so that a CLI such
+ * as capsule, whose start-up time is measured in milliseconds, does not load it. */
+static log_journal_fn journal_sink;
 
 static const char *const level_names[] = {"err", "warning", "notice", "info", "debug"};
+
+void log_set_journal_sink(log_journal_fn sink)
+{
+    journal_sink = sink;
+}
+
+const char *log_get_ident(void)
+{
+    return log_ident;
+}
 
 void log_setup(const char *ident, enum log_level max)
 {
@@ -41,16 +49,10 @@ static int journal_wanted(void)
 
 static void log_write(enum log_level level, const char *file, int line, const char *text)
 {
-#ifdef HAVE_SYSTEMD
-    if (journal_wanted()) {
-        static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG};
-        sd_journal_send("MESSAGE=%s", text, "PRIORITY=%d", prio[level], "CODE_FILE=%s", file,
-                        "CODE_LINE=%d", line, "SYSLOG_IDENTIFIER=%s", log_ident, NULL);
+    if (journal_sink && journal_wanted()) {
+        journal_sink(level, file, line, text);
         return;
     }
-#else
-    (void)journal_wanted;
-#endif
     struct timespec ts;
     struct tm tm;
     char stamp[32];

@@ -11,8 +11,17 @@ enum log_level {
     LOG_LEVEL_DEBUG,
 };
 
-/* Sets the program name shown on stderr lines and the threshold; records above it are dropped. */
+/* Sets the program name shown on stderr lines and the threshold; records above it are dropped.
+ * Records go to stderr unless the program also calls log_enable_journal(). */
 void log_setup(const char *ident, enum log_level max);
+
+/* Under systemd (JOURNAL_STREAM set), sends records to journald with their level, file and line
+ * instead of stderr. In log-journal.c, so that only programs that call it link libsystemd. */
+void log_enable_journal(void);
+typedef void (*log_journal_fn)(enum log_level level, const char *file, int line, const char *text);
+/* For log-journal.c: where records go under systemd. */
+void log_set_journal_sink(log_journal_fn sink);
+const char *log_get_ident(void);
 
 /* Parses "err", "warning", "notice", "info" or "debug"; returns the level or -EINVAL. */
 int log_level_from_string(const char *s);

@@ -71,6 +71,7 @@ int main(int argc, char **argv)
         return 2;
     }
     log_setup("coold", (enum log_level)level);
+    log_enable_journal();
 
     struct coold_config cfg;
     struct errmsg e = {{0}};

@@ -1,0 +1,17 @@
+/* capsule-pull: the part of capsule that talks to registries (libcurl) and unpacks layers
+ * (libarchive). capsule execs it for `capsule pull` and runs it when `capsule run` needs an
+ * image, so that capsule itself starts without loading those libraries (cli.h). */
+#include "cli.h"
+#include "macro.h"
+
+static const struct cli_command commands[] = {
+    {"pull", cmd_pull, "pull [-q] [--platform OS/ARCH[/VARIANT]] [--keep-blobs] IMAGE",
+     "fetch an image into the cache"},
+    {"version", cmd_version, "version", "print versions"},
+    {"help", cmd_help, "help [COMMAND]", "show help"},
+};
+
+int main(int argc, char **argv)
+{
+    return cli_main(argc, argv, commands, ELEMENTSOF(commands));
+}
