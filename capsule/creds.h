@@ -26,12 +26,19 @@ struct creds {
  * skipped). user, when not NULL, must match the login too (enroot's USER@ in the reference).
  * Returns 1 and fills *ret (free with creds_done), 0 if none match, or -EINVAL naming the file
  * (and line for netrc) that is malformed, -EACCES/-EIO if a file exists but cannot be read,
- * -ENOMEM. Files larger than 1 MiB are refused (-EFBIG). */
+ * -ENOMEM. Files larger than 1 MiB are refused (-EFBIG). On 0, e holds "" or a note to show if
+ * the registry then asks for credentials: the host's credentials are kept by a Docker credential
+ * helper (credsStore/credHelpers), which is not run.
+ * netrc has no quoting: a '"' is part of the word, and values cannot contain blanks. A "machine"
+ * without a port also matches the host with any port (curl does the same); an exact name wins,
+ * then the first. Docker Hub's names (docker.io, index.docker.io, registry-1.docker.io,
+ * auth.docker.io as enroot's documentation writes it, registry.hub.docker.com) match each other.
+ * Secrets are wiped from the file buffer; jansson's internal copies are freed without wiping. */
 int creds_lookup(const char *netrc_path, const char *docker_config_path, const char *host,
                  const char *user, struct creds *ret, struct errmsg *e);
 
 /* The parsers behind creds_lookup, on text in memory (for tests and fuzzing); name is used in
- * messages. Same returns. */
+ * messages. Same returns; on 0, e is left as it was or gets the credential-helper note. */
 int creds_from_netrc(const char *name, const char *text, size_t len, const char *host,
                      const char *user, struct creds *ret, struct errmsg *e);
 int creds_from_docker_config(const char *name, const char *text, size_t len, const char *host,

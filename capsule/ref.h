@@ -6,11 +6,14 @@
  *     and a one-component name gets "library/" ("ubuntu" -> docker.io/library/ubuntu:latest).
  *   - enroot's: docker://[USER@][REGISTRY#]IMAGE[:TAG][@DIGEST]. '#' separates the registry.
  *     Without '#', the rest is read with Docker's rule, so
- * "docker://nvcr.io/nvidia/pytorch:24.01-py3" and "docker://nvcr.io#nvidia/pytorch:24.01-py3" name
- * the same image. Repository components are lower case [a-z0-9] with single '.', '_', '__' or '-'
- * separators between alphanumerics (the distribution spec's grammar); tags are
- * [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}; digests are "sha256:" + 64 lower-case hex digits (or "sha512:"
- * + 128). */
+ *     "docker://nvcr.io/nvidia/pytorch:24.01-py3" and "docker://nvcr.io#nvidia/pytorch:24.01-py3"
+ *     name the same image. A reference with a '#' but no scheme ("nvcr.io#nvidia/pytorch", as
+ *     Pyxis' --container-image takes it) is read the same way. USER may itself contain '@'; a
+ *     digest's '@' is told apart by what follows it ("sha256:…").
+ * Repository components are lower case [a-z0-9] with single '.', '_', '__' or one or more '-'
+ * between alphanumerics (the distribution spec's grammar), at most 255 characters in all; tags
+ * are [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}; digests are "sha256:" + 64 lower-case hex digits (or
+ * "sha512:" + 128). */
 #pragma once
 
 #include <stdbool.h>
@@ -36,8 +39,12 @@ int image_ref_parse(const char *s, struct image_ref *ret, struct errmsg *e);
 void image_ref_done(struct image_ref *r);
 
 /* The canonical name "registry/repository[:tag][@digest]" (Docker Hub images keep "docker.io/"),
- * malloc'd into *ret. This is the name capsule stores images under and prints. Returns 0 or
- * -ENOMEM. */
+ * malloc'd into *ret. This is the name capsule stores images under and prints. Registry names
+ * are lower case, and Docker Hub's aliases (index.docker.io, registry-1.docker.io) become
+ * "docker.io". A registry that Docker's rule would not take for one ("myhost", reachable only
+ * with enroot's '#') is written "docker://myhost#repository[:tag][@digest]", so that every
+ * canonical name parses back to the same fields (but the user, which is not part of the name).
+ * Returns 0 or -ENOMEM. */
 int image_ref_format(const struct image_ref *r, char **ret);
 
 /* The host[:port] to talk to for r's registry: "registry-1.docker.io" for Docker Hub, else the
