@@ -112,13 +112,19 @@ int store_image_remove(struct store *s, const char *name, struct errmsg *e);
 
 /* ---- garbage collection ---- */
 
+/* Keeps gc away while a pull is between its first blob and its image record (whatever it
+ * stored is referenced by nothing yet): takes the cache's gc lock shared, waiting for a gc that
+ * runs. Returns 0 and an fd; closing it releases. */
+int store_gc_block(struct store *s, int *ret_fd, struct errmsg *e);
+
 struct store_gc_stats {
     unsigned layers_removed, blobs_removed, layers_busy, tmp_removed;
     uint64_t bytes_freed;
 };
 /* Removes layers and blobs no image record references and that are not in keep (digests of
  * layers that containers use, NULL-terminated, may be NULL), layers whose lock is held (skipped,
- * counted busy), and tmp/ entries older than an hour whose lock is free. */
+ * counted busy), and tmp/ entries older than an hour whose lock is free. -EBUSY (nothing
+ * removed) while a store_gc_block() lock is held. Damaged image records reference nothing. */
 int store_gc(struct store *s, char *const *keep, struct store_gc_stats *ret, struct errmsg *e);
 
 /* rm -rf that first makes directories writable (image layers hold 0555 directories). Returns 0

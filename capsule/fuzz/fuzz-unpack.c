@@ -1,0 +1,112 @@
+/* Fuzzes layer unpacking (and the merge fallback on what unpacked): the input is a layer blob
+ * as a registry would send it, tar in gzip, zstd or nothing.
+ *
+ * Invariants: nothing appears beside dest (a directory "outside" next to it stays as it was);
+ * what unpacked holds no device other than whiteouts and no setuid/setgid bit; a merge of it
+ * holds no whiteout at all. When started as root the target drops to nobody first, so that a
+ * bug cannot write to the real /etc. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fuzz-check.h"
+#include "store.h"
+#include "unpack.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char base[64], dest[96], merged[96], outside[96], sentinel[128];
+
+static void remove_base(void)
+{
+    store_remove_tree(base);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    if (geteuid() == 0 && (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+                           setresuid(65534, 65534, 65534) < 0))
+        abort();
+    snprintf(base, sizeof(base), "/tmp/fuzz-unpack.XXXXXX");
+    CHECK(mkdtemp(base));
+    atexit(remove_base);
+    snprintf(dest, sizeof(dest), "%s/dest", base);
+    snprintf(merged, sizeof(merged), "%s/merged", base);
+    snprintf(outside, sizeof(outside), "%s/outside", base);
+    snprintf(sentinel, sizeof(sentinel), "%s/sentinel", outside);
+    CHECK(mkdir(outside, 0755) == 0);
+    int fd = open(sentinel, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    CHECK(fd >= 0 && write(fd, "keep", 4) == 4);
+    close(fd);
+    return 0;
+}
+
+static int count_entries(const char *dir)
+{
+    int n = 0;
+    DIR *d = opendir(dir);
+    CHECK(d);
+    for (struct dirent *de; (de = readdir(d));)
+        n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+static void check_outside_untouched(void)
+{
+    CHECK(count_entries(outside) == 1);
+    struct stat st;
+    CHECK(lstat(sentinel, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 4);
+    CHECK((st.st_mode & 07777) == 0644 && st.st_nlink == 1);
+    CHECK(lstat(outside, &st) == 0 && (st.st_mode & 07777) == 0755);
+}
+
+static int check_unpacked(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    CHECK(!(st->st_mode & (S_ISUID | S_ISGID)));
+    CHECK(!S_ISBLK(st->st_mode));
+    CHECK(!S_ISCHR(st->st_mode) || st->st_rdev == 0);
+    return 0;
+}
+
+static int check_merged(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    CHECK(!S_ISCHR(st->st_mode) && !S_ISBLK(st->st_mode));
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    int fd = memfd_create("layer", MFD_CLOEXEC);
+    CHECK(fd >= 0);
+    CHECK(write(fd, data, size) == (ssize_t)size && lseek(fd, 0, SEEK_SET) == 0);
+    CHECK(mkdir(dest, 0755) == 0 && mkdir(merged, 0755) == 0);
+
+    struct unpack_stats st = {0};
+    struct errmsg e = {""};
+    int r = unpack_layer(fd, dest, &st, &e);
+    close(fd);
+    CHECK(r <= 0);
+    CHECK(r == 0 || e.text[0]);
+    if (r == 0) {
+        /* nftw on a 0000 directory just reports it unreadable; chmod is not needed here. */
+        CHECK(nftw(dest, check_unpacked, 16, FTW_PHYS) == 0);
+        if (unpack_merge_layer(dest, merged, &e) == 0)
+            CHECK(nftw(merged, check_merged, 16, FTW_PHYS) == 0);
+    }
+    CHECK(count_entries(base) == 3);
+    check_outside_untouched();
+    CHECK(store_remove_tree(dest) == 0);
+    CHECK(store_remove_tree(merged) == 0);
+    return 0;
+}

@@ -1,0 +1,258 @@
+/* Garbage collection: layers and blobs that no image record references, and leftovers in tmp/.
+ *
+ * A layer is first renamed into tmp/ under its exclusive lock and removed there, so that nobody
+ * sees half of it in layers/. A pull that has stored blobs but no record yet holds the gc lock
+ * shared (store_gc_block), and gc then does nothing. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "digest.h"
+#include "log.h"
+#include "store-private.h"
+
+#define TMP_MAX_AGE_S 3600
+
+struct gc {
+    struct store *s;
+    char **refs; /* sorted digests that stay */
+    size_t n_refs;
+    struct image_record *images;
+    size_t n_images;
+    unsigned serial;
+    struct store_gc_stats stats;
+    struct errmsg *e;
+};
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool gc_referenced(const struct gc *g, const char *digest)
+{
+    return bsearch(&digest, g->refs, g->n_refs, sizeof(char *), str_cmp) != NULL;
+}
+
+/* Everything the records name and keep lists; the strings stay owned by records and keep. */
+static int gc_collect_refs(struct gc *g, char *const *keep)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g->n_images; i++)
+        n += 2 + g->images[i].n_layers;
+    for (size_t i = 0; keep && keep[i]; i++)
+        n++;
+    g->refs = calloc(n + 1, sizeof(char *));
+    if (!g->refs)
+        return -ENOMEM;
+    for (size_t i = 0; i < g->n_images; i++) {
+        const struct image_record *r = &g->images[i];
+        g->refs[g->n_refs++] = r->manifest_digest;
+        g->refs[g->n_refs++] = r->config_digest;
+        for (size_t k = 0; k < r->n_layers; k++)
+            g->refs[g->n_refs++] = r->layers[k];
+    }
+    for (size_t i = 0; keep && keep[i]; i++)
+        g->refs[g->n_refs++] = keep[i];
+    qsort(g->refs, g->n_refs, sizeof(char *), str_cmp);
+    return 0;
+}
+
+static bool is_hex(const char *s, size_t n)
+{
+    return strlen(s) == n && strspn(s, "0123456789abcdef") == n;
+}
+
+/* Opens a directory relative to the root for listing. */
+static int gc_opendir(struct gc *g, const char *rel, DIR **ret)
+{
+    int fd = openat(g->s->root_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        int r = negative_errno();
+        if (fd >= 0)
+            close(fd);
+        return errmsg_set(g->e, r, "cannot read '%s/%s': %s", g->s->root, rel, strerror(-r));
+    }
+    *ret = d;
+    return 0;
+}
+
+/* Moves layers/<algo>/<hex> out of sight into tmp/, then removes it there. */
+static int gc_remove_layer(struct gc *g, const char *algo, const char *hex)
+{
+    char from[PATH_MAX], name[PATH_MAX], to[PATH_MAX + 8];
+    snprintf(from, sizeof(from), "layers/%s/%s", algo, hex);
+    snprintf(name, sizeof(name), "%s.gc-%d-%u", hex, (int)getpid(), g->serial++);
+    snprintf(to, sizeof(to), "tmp/%s", name);
+    int fd = g->s->root_fd;
+    if (renameat(fd, from, fd, to) < 0)
+        return errmsg_set(g->e, negative_errno(), "cannot move '%s/%s' away: %m", g->s->root, from);
+    _cleanup_close_ int tmp = openat(fd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int r = tmp < 0 ? negative_errno() : store_remove_tree_at(tmp, name, &g->stats.bytes_freed);
+    if (r < 0)
+        return errmsg_set(g->e, r, "cannot remove '%s/%s': %s", g->s->root, to, strerror(-r));
+    g->stats.layers_removed++;
+    return 0;
+}
+
+static int gc_layer(struct gc *g, const char *algo, const char *hex)
+{
+    char digest[DIGEST_STRING_MAX], lock[PATH_MAX];
+    snprintf(digest, sizeof(digest), "%s:%s", algo, hex);
+    if (!digest_valid(digest) || gc_referenced(g, digest))
+        return 0;
+    snprintf(lock, sizeof(lock), "%s.lock", hex);
+    _cleanup_close_ int fd = -1;
+    int r = store_lock(g->s, lock, LOCK_EX | LOCK_NB, &fd);
+    if (r == -EWOULDBLOCK) {
+        g->stats.layers_busy++; /* a container or an unpack uses it */
+        return 0;
+    }
+    if (r < 0)
+        return errmsg_set(g->e, r, "cannot lock '%s/locks/%s': %s", g->s->root, lock, strerror(-r));
+    return gc_remove_layer(g, algo, hex);
+}
+
+static int gc_blob(struct gc *g, int dfd, const char *algo, const char *hex)
+{
+    char digest[DIGEST_STRING_MAX];
+    snprintf(digest, sizeof(digest), "%s:%s", algo, hex);
+    if (!digest_valid(digest) || gc_referenced(g, digest))
+        return 0;
+    struct stat st;
+    if (fstatat(dfd, hex, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        g->stats.bytes_freed += (uint64_t)st.st_blocks * 512;
+    if (unlinkat(dfd, hex, 0) < 0 && errno != ENOENT)
+        return errmsg_set(g->e, negative_errno(), "cannot remove '%s/blobs/%s/%s': %m", g->s->root,
+                          algo, hex);
+    g->stats.blobs_removed++;
+    return 0;
+}
+
+/* Runs fn on every entry of <kind>/<algo> for both algorithms. */
+static int gc_sweep(struct gc *g, const char *kind,
+                    int (*fn)(struct gc *g, int dfd, const char *algo, const char *hex))
+{
+    static const char *const algos[] = {"sha256", "sha512"};
+    for (size_t a = 0; a < ELEMENTSOF(algos); a++) {
+        char rel[64];
+        snprintf(rel, sizeof(rel), "%s/%s", kind, algos[a]);
+        DIR *d;
+        int r = gc_opendir(g, rel, &d);
+        if (r < 0)
+            return r;
+        struct dirent *de;
+        size_t hex_len = a == 0 ? 64 : 128;
+        while (r >= 0 && (de = readdir(d)))
+            if (is_hex(de->d_name, hex_len))
+                r = fn(g, dirfd(d), algos[a], de->d_name);
+        closedir(d);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+static int gc_layer_at(struct gc *g, int dfd, const char *algo, const char *hex)
+{
+    return gc_layer(g, algo, hex);
+}
+
+/* The lock that guards a tmp/ entry: "<hex>.partial" a download's, "<hex>.*" an unpack's. */
+static bool tmp_entry_lock(const char *name, char lock[PATH_MAX])
+{
+    size_t n = strspn(name, "0123456789abcdef");
+    if ((n != 64 && n != 128) || name[n] != '.')
+        return false;
+    const char *kind = strcmp(name + n, ".partial") == 0 ? ".blob.lock" : ".lock";
+    snprintf(lock, PATH_MAX, "%.*s%s", (int)n, name, kind);
+    return true;
+}
+
+static int gc_tmp_entry(struct gc *g, int dfd, const char *name, time_t now)
+{
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || now - st.st_mtime < TMP_MAX_AGE_S)
+        return 0;
+    char lock[PATH_MAX];
+    _cleanup_close_ int fd = -1;
+    if (tmp_entry_lock(name, lock)) {
+        int r = store_lock(g->s, lock, LOCK_EX | LOCK_NB, &fd);
+        if (r == -EWOULDBLOCK)
+            return 0; /* still being written */
+        if (r < 0)
+            return errmsg_set(g->e, r, "cannot lock '%s/locks/%s': %s", g->s->root, lock,
+                              strerror(-r));
+    }
+    int r = store_remove_tree_at(dfd, name, &g->stats.bytes_freed);
+    if (r < 0)
+        return errmsg_set(g->e, r, "cannot remove '%s/tmp/%s': %s", g->s->root, name, strerror(-r));
+    g->stats.tmp_removed++;
+    return 0;
+}
+
+static int gc_tmp(struct gc *g)
+{
+    DIR *d;
+    int r = gc_opendir(g, "tmp", &d);
+    if (r < 0)
+        return r;
+    time_t now = time(NULL);
+    struct dirent *de;
+    while (r >= 0 && (de = readdir(d)))
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            r = gc_tmp_entry(g, dirfd(d), de->d_name, now);
+    closedir(d);
+    return r;
+}
+
+static int gc_run(struct gc *g, char *const *keep)
+{
+    int r = store_image_list(g->s, &g->images, &g->n_images, g->e);
+    if (r < 0)
+        return r;
+    r = gc_collect_refs(g, keep);
+    if (r < 0)
+        return r;
+    r = gc_sweep(g, "layers", gc_layer_at);
+    if (r >= 0)
+        r = gc_sweep(g, "blobs", gc_blob);
+    if (r >= 0)
+        r = gc_tmp(g);
+    return r;
+}
+
+int store_gc(struct store *s, char *const *keep, struct store_gc_stats *ret, struct errmsg *e)
+{
+    _cleanup_close_ int lock = -1;
+    int r = store_lock(s, STORE_GC_LOCK, LOCK_EX | LOCK_NB, &lock);
+    if (r == -EWOULDBLOCK)
+        return errmsg_set(e, -EBUSY, "a pull into '%s' is in progress; run gc when it is done",
+                          s->root);
+    if (r < 0)
+        return errmsg_set(e, r, "cannot lock '%s/locks/%s': %s", s->root, STORE_GC_LOCK,
+                          strerror(-r));
+    struct gc g = {.s = s, .e = e};
+    r = gc_run(&g, keep);
+    for (size_t i = 0; i < g.n_images; i++)
+        image_record_done(&g.images[i]);
+    free(g.images);
+    free(g.refs);
+    if (r < 0)
+        return r;
+    if (ret)
+        *ret = g.stats;
+    log_debug("gc of '%s': %u layers, %u blobs, %u tmp entries removed, %u layers busy", s->root,
+              g.stats.layers_removed, g.stats.blobs_removed, g.stats.tmp_removed,
+              g.stats.layers_busy);
+    return 0;
+}

@@ -1,0 +1,435 @@
+/* The content-addressed cache: layout, locks, blobs, downloads and layers. Image records are in
+ * store-images.c, garbage collection in store-gc.c, tree removal in store-remove.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "digest.h"
+#include "store-private.h"
+
+static const char *const store_dirs[] = {
+    "blobs",         "blobs/sha256", "blobs/sha512", "layers", "layers/sha256",
+    "layers/sha512", "images",       "tmp",          "locks",
+};
+
+/* mkdir -p: the cache usually sits in ~/.cache, which a fresh account may not have yet. */
+static int mkdir_parents(const char *path, mode_t mode)
+{
+    _cleanup_free_ char *p = strdup(path);
+    if (!p)
+        return -ENOMEM;
+    for (char *slash = p + 1;; slash++) {
+        slash = strchr(slash, '/');
+        if (slash)
+            *slash = '\0';
+        if (p[0] && mkdir(p, mode) < 0 && errno != EEXIST)
+            return negative_errno();
+        if (!slash)
+            return 0;
+        *slash = '/';
+    }
+}
+
+int store_open(const char *root, struct store **ret, struct errmsg *e)
+{
+    if (!root || !root[0])
+        return errmsg_set(e, -EINVAL, "no cache directory configured");
+    int r = mkdir_parents(root, 0755);
+    if (r < 0)
+        return errmsg_set(e, r, "cache directory '%s': %s", root, strerror(-r));
+    struct store *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->root_fd = -1;
+    _cleanup_(store_freep) struct store *guard = s;
+    s->root = realpath(root, NULL);
+    if (!s->root)
+        return errmsg_set(e, negative_errno(), "cache directory '%s': %m", root);
+    s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s->root_fd < 0)
+        return errmsg_set(e, negative_errno(), "cache directory '%s': %m", s->root);
+    for (size_t i = 0; i < ELEMENTSOF(store_dirs); i++)
+        if (mkdirat(s->root_fd, store_dirs[i], 0755) < 0 && errno != EEXIST)
+            return errmsg_set(e, negative_errno(), "cache directory '%s/%s': %m", s->root,
+                              store_dirs[i]);
+    *ret = TAKE_PTR(guard);
+    return 0;
+}
+
+void store_free(struct store *s)
+{
+    if (!s)
+        return;
+    if (s->root_fd >= 0)
+        close(s->root_fd);
+    free(s->root);
+    free(s);
+}
+
+const char *store_root(const struct store *s)
+{
+    return s->root;
+}
+
+int store_rel_path(const char *kind, const char *digest, char *buf, size_t size)
+{
+    if (!digest_valid(digest))
+        return -EINVAL;
+    int algo_len = (int)(strchr(digest, ':') - digest);
+    int n = snprintf(buf, size, "%s/%.*s/%s", kind, algo_len, digest, digest_hex(digest));
+    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+static int abs_path(const struct store *s, const char *kind, const char *digest, char **ret)
+{
+    char rel[PATH_MAX];
+    int r = store_rel_path(kind, digest, rel, sizeof(rel));
+    if (r < 0)
+        return r;
+    char *p;
+    if (asprintf(&p, "%s/%s", s->root, rel) < 0)
+        return -ENOMEM;
+    *ret = p;
+    return 0;
+}
+
+static bool has_entry(const struct store *s, const char *kind, const char *digest, mode_t type)
+{
+    char rel[PATH_MAX];
+    struct stat st;
+    return store_rel_path(kind, digest, rel, sizeof(rel)) >= 0 &&
+           fstatat(s->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 && (st.st_mode & S_IFMT) == type;
+}
+
+int store_lock(struct store *s, const char *name, int op, int *ret_fd)
+{
+    char rel[PATH_MAX];
+    if (snprintf(rel, sizeof(rel), "locks/%s", name) >= (int)sizeof(rel))
+        return -ENAMETOOLONG;
+    /* Read-only is enough for flock(2), and lets users of a shared cache lock files that
+     * another user created. */
+    _cleanup_close_ int fd =
+        openat(s->root_fd, rel, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return negative_errno();
+    while (flock(fd, op) < 0)
+        if (errno != EINTR)
+            return negative_errno();
+    *ret_fd = TAKE_FD(fd);
+    return 0;
+}
+
+int store_read_file(int dfd, const char *rel, size_t max, char **ret, size_t *ret_len)
+{
+    _cleanup_close_ int fd = openat(dfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return negative_errno();
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return negative_errno();
+    if (!S_ISREG(st.st_mode))
+        return -EBADMSG;
+    if ((uint64_t)st.st_size > max)
+        return -EFBIG;
+    _cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
+    if (!buf)
+        return -ENOMEM;
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, (size_t)st.st_size + 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return negative_errno();
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (len > (size_t)st.st_size)
+            return -EFBIG; /* grew while being read */
+    }
+    buf[len] = '\0';
+    *ret = TAKE_PTR(buf);
+    *ret_len = len;
+    return 0;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+    for (size_t done = 0; done < len;) {
+        ssize_t n = write(fd, (const char *)data + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return negative_errno();
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+int store_write_atomic(struct store *s, const char *rel, const void *data, size_t len,
+                       struct errmsg *e)
+{
+    _cleanup_free_ char *tmp = NULL;
+    if (asprintf(&tmp, "%s/tmp/write.XXXXXX", s->root) < 0)
+        return -ENOMEM;
+    _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return errmsg_set(e, negative_errno(), "cannot create a file in '%s/tmp': %m", s->root);
+    int r = write_all(fd, data, len);
+    if (r >= 0 && (fchmod(fd, 0644) < 0 || fsync(fd) < 0))
+        r = negative_errno();
+    if (r >= 0 && renameat(AT_FDCWD, tmp, s->root_fd, rel) < 0)
+        r = negative_errno();
+    if (r < 0) {
+        unlink(tmp);
+        return errmsg_set(e, r, "cannot write '%s/%s': %s", s->root, rel, strerror(-r));
+    }
+    return 0;
+}
+
+/* ---- blobs ---- */
+
+int store_blob_path(const struct store *s, const char *digest, char **ret)
+{
+    return abs_path(s, "blobs", digest, ret);
+}
+
+bool store_has_blob(const struct store *s, const char *digest)
+{
+    return has_entry(s, "blobs", digest, S_IFREG);
+}
+
+int store_blob_read(const struct store *s, const char *digest, size_t max, char **ret_data,
+                    size_t *ret_len, struct errmsg *e)
+{
+    char rel[PATH_MAX];
+    if (store_rel_path("blobs", digest, rel, sizeof(rel)) < 0)
+        return errmsg_set(e, -EINVAL, "'%.80s' is not a valid digest", digest);
+    _cleanup_free_ char *data = NULL;
+    size_t len;
+    int r = store_read_file(s->root_fd, rel, max, &data, &len);
+    if (r == -ENOENT)
+        return errmsg_set(e, r, "blob %s is not in the cache", digest);
+    if (r == -EFBIG)
+        return errmsg_set(e, r, "blob %s is larger than %zu bytes", digest, max);
+    if (r < 0)
+        return errmsg_set(e, r, "blob '%s/%s': %s", s->root, rel, strerror(-r));
+    _cleanup_(digest_freep) struct digest_ctx *c = NULL;
+    r = digest_begin(digest, &c, e);
+    if (r < 0)
+        return r;
+    digest_update(c, data, len);
+    r = digest_verify(c, e);
+    if (r == -EBADMSG) {
+        /* A damaged cache entry would fail every later run too: drop it so a pull refetches. */
+        (void)unlinkat(s->root_fd, rel, 0);
+        return errmsg_prefix(e, r, "blob '%s/%s' was damaged and is removed; pull the image again",
+                             s->root, rel);
+    }
+    if (r < 0)
+        return r;
+    *ret_data = TAKE_PTR(data);
+    if (ret_len)
+        *ret_len = len;
+    return 0;
+}
+
+int store_blob_write(struct store *s, const char *digest, const void *data, size_t len,
+                     struct errmsg *e)
+{
+    _cleanup_(digest_freep) struct digest_ctx *c = NULL;
+    int r = digest_begin(digest, &c, e);
+    if (r < 0)
+        return r;
+    digest_update(c, data, len);
+    r = digest_verify(c, e);
+    if (r < 0)
+        return r;
+    char rel[PATH_MAX];
+    r = store_rel_path("blobs", digest, rel, sizeof(rel));
+    if (r < 0)
+        return r;
+    return store_write_atomic(s, rel, data, len, e);
+}
+
+int store_blob_remove(struct store *s, const char *digest)
+{
+    char rel[PATH_MAX];
+    int r = store_rel_path("blobs", digest, rel, sizeof(rel));
+    if (r < 0)
+        return r;
+    if (unlinkat(s->root_fd, rel, 0) < 0 && errno != ENOENT)
+        return negative_errno();
+    return 0;
+}
+
+/* ---- downloads ---- */
+
+static void download_release(struct store_download *d)
+{
+    if (d->fd >= 0)
+        close(d->fd);
+    if (d->lock_fd >= 0)
+        close(d->lock_fd);
+    free(d->digest);
+    free(d->partial_path);
+    *d = (struct store_download){.fd = -1, .lock_fd = -1};
+}
+
+/* Locks and opens tmp/<hex>.partial; the lock has its own file so that the partial can be
+ * renamed or deleted while someone waits for it. */
+static int download_open(struct store *s, const char *digest, struct store_download *d,
+                         struct errmsg *e)
+{
+    char name[PATH_MAX];
+    snprintf(name, sizeof(name), "%s.blob.lock", digest_hex(digest));
+    int r = store_lock(s, name, LOCK_EX, &d->lock_fd);
+    if (r < 0)
+        return errmsg_set(e, r, "cannot lock '%s/locks/%s': %s", s->root, name, strerror(-r));
+    if (store_has_blob(s, digest))
+        return 1; /* the process we waited for finished it */
+    if (asprintf(&d->partial_path, "%s/tmp/%s.partial", s->root, digest_hex(digest)) < 0 ||
+        !(d->digest = strdup(digest)))
+        return -ENOMEM;
+    d->fd = open(d->partial_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (d->fd < 0)
+        return errmsg_set(e, negative_errno(), "cannot open '%s': %m", d->partial_path);
+    d->offset = lseek(d->fd, 0, SEEK_END);
+    if (d->offset < 0)
+        return errmsg_set(e, negative_errno(), "cannot seek in '%s': %m", d->partial_path);
+    return 0;
+}
+
+int store_download_begin(struct store *s, const char *digest, struct store_download *ret,
+                         struct errmsg *e)
+{
+    if (!digest_valid(digest))
+        return errmsg_set(e, -EINVAL, "'%.80s' is not a valid digest", digest);
+    if (store_has_blob(s, digest))
+        return 1;
+    struct store_download d = {.fd = -1, .lock_fd = -1};
+    int r = download_open(s, digest, &d, e);
+    if (r != 0) {
+        download_release(&d);
+        return r;
+    }
+    *ret = d;
+    return 0;
+}
+
+int store_download_commit(struct store *s, struct store_download *d, struct errmsg *e)
+{
+    char rel[PATH_MAX], dir[PATH_MAX];
+    int r = store_rel_path("blobs", d->digest, rel, sizeof(rel));
+    if (r >= 0 && fsync(d->fd) < 0)
+        r = errmsg_set(e, negative_errno(), "cannot write '%s': %m", d->partial_path);
+    else if (r >= 0 && renameat(AT_FDCWD, d->partial_path, s->root_fd, rel) < 0)
+        r = errmsg_set(e, negative_errno(), "cannot move '%s' into the cache: %m", d->partial_path);
+    if (r >= 0) {
+        /* The rename itself must survive a crash, or the blob is fetched again. */
+        snprintf(dir, sizeof(dir), "blobs/%.*s", (int)(strchr(d->digest, ':') - d->digest),
+                 d->digest);
+        int dfd = openat(s->root_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
+    }
+    download_release(d);
+    return r;
+}
+
+void store_download_abort(struct store_download *d, bool keep_partial)
+{
+    /* Only the holder of the lock may touch the partial file. */
+    if (!keep_partial && d->partial_path && d->lock_fd >= 0)
+        (void)unlink(d->partial_path);
+    download_release(d);
+}
+
+/* ---- layers ---- */
+
+int store_layer_path(const struct store *s, const char *digest, char **ret)
+{
+    return abs_path(s, "layers", digest, ret);
+}
+
+bool store_has_layer(const struct store *s, const char *digest)
+{
+    return has_entry(s, "layers", digest, S_IFDIR);
+}
+
+int store_layer_lock(struct store *s, const char *digest, bool exclusive, bool wait, int *ret_fd,
+                     struct errmsg *e)
+{
+    if (!digest_valid(digest))
+        return errmsg_set(e, -EINVAL, "'%.80s' is not a valid digest", digest);
+    char name[PATH_MAX];
+    snprintf(name, sizeof(name), "%s.lock", digest_hex(digest));
+    int r = store_lock(s, name, (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB), ret_fd);
+    if (r == -EWOULDBLOCK)
+        return errmsg_set(e, r, "layer %s is in use by another process", digest);
+    if (r < 0)
+        return errmsg_set(e, r, "cannot lock '%s/locks/%s': %s", s->root, name, strerror(-r));
+    return 0;
+}
+
+int store_layer_tmpdir(struct store *s, const char *digest, char **ret, struct errmsg *e)
+{
+    if (!digest_valid(digest))
+        return errmsg_set(e, -EINVAL, "'%.80s' is not a valid digest", digest);
+    _cleanup_free_ char *p = NULL;
+    if (asprintf(&p, "%s/tmp/%s.XXXXXX", s->root, digest_hex(digest)) < 0)
+        return -ENOMEM;
+    if (!mkdtemp(p))
+        return errmsg_set(e, negative_errno(), "cannot create a directory in '%s/tmp': %m",
+                          s->root);
+    /* The layer's root becomes a lower directory's root: readable like any other. */
+    if (chmod(p, 0755) < 0) {
+        int r = negative_errno();
+        rmdir(p);
+        return errmsg_set(e, r, "cannot chmod '%s': %s", p, strerror(-r));
+    }
+    *ret = TAKE_PTR(p);
+    return 0;
+}
+
+int store_layer_commit(struct store *s, const char *digest, const char *tmpdir, struct errmsg *e)
+{
+    char rel[PATH_MAX];
+    if (store_rel_path("layers", digest, rel, sizeof(rel)) < 0)
+        return errmsg_set(e, -EINVAL, "'%.80s' is not a valid digest", digest);
+    if (renameat2(AT_FDCWD, tmpdir, s->root_fd, rel, RENAME_NOREPLACE) == 0)
+        return 0;
+    int r = negative_errno();
+    if (r == -EINVAL) {
+        /* A filesystem without RENAME_NOREPLACE; the lock keeps others out meanwhile. */
+        if (store_has_layer(s, digest))
+            r = -EEXIST;
+        else if (renameat(AT_FDCWD, tmpdir, s->root_fd, rel) == 0)
+            return 0;
+        else
+            r = negative_errno();
+    }
+    if (r == -EEXIST || r == -ENOTEMPTY) {
+        /* Another unpack won (only possible without the lock); its result is as good. */
+        r = store_remove_tree(tmpdir);
+        return r < 0 ? errmsg_set(e, r, "cannot remove '%s': %s", tmpdir, strerror(-r)) : 0;
+    }
+    return errmsg_set(e, r, "cannot move '%s' into the cache: %s", tmpdir, strerror(-r));
+}
+
+int store_gc_block(struct store *s, int *ret_fd, struct errmsg *e)
+{
+    int r = store_lock(s, STORE_GC_LOCK, LOCK_SH, ret_fd);
+    if (r < 0)
+        return errmsg_set(e, r, "cannot lock '%s/locks/%s': %s", s->root, STORE_GC_LOCK,
+                          strerror(-r));
+    return 0;
+}

@@ -1,0 +1,795 @@
+/* Tests for capsule/store*.c: the cache's layout, blobs, resumable downloads, layers and their
+ * locks (with real concurrent processes), image records, gc and tree removal. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "digest.h"
+#include "store.h"
+#include "unpack.h"
+
+#define NOBODY 65534
+
+struct ctx {
+    char base[64];
+    char root[128]; /* the cache, not yet created */
+    struct store *s;
+};
+
+static int setup(void **state)
+{
+    struct ctx *c = calloc(1, sizeof(*c));
+    snprintf(c->base, sizeof(c->base), "/tmp/test-store.XXXXXX");
+    if (!mkdtemp(c->base) || chmod(c->base, 0755) < 0)
+        return -1;
+    /* Two levels that do not exist yet, like ~/.cache/capsule on a fresh account. */
+    snprintf(c->root, sizeof(c->root), "%s/home/.cache/capsule", c->base);
+    struct errmsg e = {""};
+    if (store_open(c->root, &c->s, &e) < 0) {
+        fprintf(stderr, "%s\n", e.text);
+        return -1;
+    }
+    *state = c;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct ctx *c = *state;
+    store_free(c->s);
+    int r = store_remove_tree(c->base);
+    free(c);
+    return r;
+}
+
+static void sha(const char *data, char out[DIGEST_STRING_MAX])
+{
+    digest_sha256(data, strlen(data), out);
+}
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+static void write_file(const char *path, const char *data)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, data, strlen(data)), (ssize_t)strlen(data));
+    close(fd);
+}
+
+static int child_status(pid_t pid)
+{
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+/* ---- layout and blobs ---- */
+
+static void test_open_layout(void **state)
+{
+    struct ctx *c = *state;
+    const char *dirs[] = {"blobs/sha256", "layers/sha256", "images", "tmp", "locks"};
+    for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", c->root, dirs[i]);
+        struct stat st;
+        assert_int_equal(stat(p, &st), 0);
+        assert_true(S_ISDIR(st.st_mode));
+    }
+    /* The root is realpath'd: a symlinked path gives the real one. */
+    char link[PATH_MAX];
+    snprintf(link, sizeof(link), "%s/link", c->base);
+    assert_int_equal(symlink(c->root, link), 0);
+    struct store *s2 = NULL;
+    struct errmsg e = {""};
+    assert_int_equal(store_open(link, &s2, &e), 0);
+    assert_string_equal(store_root(s2), c->root);
+    store_free(s2);
+
+    /* A root that cannot be made names the directory. */
+    snprintf(link, sizeof(link), "%s/file", c->base);
+    write_file(link, "x");
+    snprintf(link, sizeof(link), "%s/file/cache", c->base);
+    assert_int_equal(store_open(link, &s2, &e), -ENOTDIR);
+    assert_non_null(strstr(e.text, link));
+}
+
+static void test_blobs(void **state)
+{
+    struct ctx *c = *state;
+    char d[DIGEST_STRING_MAX];
+    sha("{\"config\":1}", d);
+    struct errmsg e = {""};
+    assert_false(store_has_blob(c->s, d));
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(store_blob_read(c->s, d, 1024, &data, &len, &e), -ENOENT);
+
+    /* Data that does not match its digest is refused and not stored. */
+    assert_int_equal(store_blob_write(c->s, d, "{\"config\":2}", 12, &e), -EBADMSG);
+    assert_false(store_has_blob(c->s, d));
+    assert_int_equal(store_blob_write(c->s, "sha256:nothex", "x", 1, &e), -EINVAL);
+
+    assert_int_equal(store_blob_write(c->s, d, "{\"config\":1}", 12, &e), 0);
+    assert_true(store_has_blob(c->s, d));
+    assert_int_equal(store_blob_read(c->s, d, 1024, &data, &len, &e), 0);
+    assert_int_equal(len, 12);
+    assert_string_equal(data, "{\"config\":1}");
+    free(data);
+    assert_int_equal(store_blob_read(c->s, d, 11, &data, &len, &e), -EFBIG);
+
+    char *path = NULL;
+    assert_int_equal(store_blob_path(c->s, d, &path), 0);
+    char want[PATH_MAX];
+    snprintf(want, sizeof(want), "%s/blobs/sha256/%s", c->root, digest_hex(d));
+    assert_string_equal(path, want);
+
+    /* A blob damaged on disk is detected on read and dropped, so that a pull fetches it. */
+    write_file(path, "{\"config\":9}");
+    assert_int_equal(store_blob_read(c->s, d, 1024, &data, &len, &e), -EBADMSG);
+    assert_non_null(strstr(e.text, "pull"));
+    assert_false(exists(path));
+    free(path);
+
+    assert_int_equal(store_blob_write(c->s, d, "{\"config\":1}", 12, &e), 0);
+    assert_int_equal(store_blob_remove(c->s, d), 0);
+    assert_false(store_has_blob(c->s, d));
+    assert_int_equal(store_blob_remove(c->s, d), 0);
+}
+
+static void test_download_resume(void **state)
+{
+    struct ctx *c = *state;
+    const char *content = "0123456789abcdefghij";
+    char d[DIGEST_STRING_MAX];
+    sha(content, d);
+    struct errmsg e = {""};
+    struct store_download dl;
+    assert_int_equal(store_download_begin(c->s, d, &dl, &e), 0);
+    assert_int_equal(dl.offset, 0);
+    assert_int_equal(write(dl.fd, content, 8), 8);
+    char *partial = strdup(dl.partial_path);
+    store_download_abort(&dl, true); /* a network error: keep what came */
+    assert_int_equal(dl.fd, -1);
+    assert_true(exists(partial));
+
+    assert_int_equal(store_download_begin(c->s, d, &dl, &e), 0);
+    assert_int_equal(dl.offset, 8);
+    assert_int_equal(write(dl.fd, content + 8, 12), 12);
+    assert_int_equal(store_download_commit(c->s, &dl, &e), 0);
+    assert_true(store_has_blob(c->s, d));
+    assert_false(exists(partial));
+    assert_int_equal(store_download_begin(c->s, d, &dl, &e), 1);
+
+    /* A digest mismatch throws the bytes away. */
+    char d2[DIGEST_STRING_MAX];
+    sha("other", d2);
+    assert_int_equal(store_download_begin(c->s, d2, &dl, &e), 0);
+    assert_int_equal(write(dl.fd, "junk", 4), 4);
+    free(partial);
+    partial = strdup(dl.partial_path);
+    store_download_abort(&dl, false);
+    assert_false(exists(partial));
+    free(partial);
+
+    struct store_download zero = {.fd = -1, .lock_fd = -1};
+    store_download_abort(&zero, false);
+}
+
+/* A second process that wants a blob being downloaded waits, then finds it complete. */
+static void test_download_waits_for_other(void **state)
+{
+    struct ctx *c = *state;
+    const char *content = "shared blob";
+    char d[DIGEST_STRING_MAX];
+    sha(content, d);
+    int ready[2];
+    assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct store_download dl;
+        if (store_download_begin(c->s, d, &dl, NULL) != 0)
+            _exit(1);
+        (void)write(ready[1], "x", 1);
+        usleep(300 * 1000);
+        if (write(dl.fd, content, strlen(content)) < 0 || store_download_commit(c->s, &dl, NULL))
+            _exit(2);
+        _exit(0);
+    }
+    close(ready[1]);
+    char x;
+    assert_int_equal(read(ready[0], &x, 1), 1);
+    close(ready[0]);
+    struct store_download dl;
+    struct errmsg e = {""};
+    assert_int_equal(store_download_begin(c->s, d, &dl, &e), 1);
+    assert_int_equal(child_status(pid), 0);
+}
+
+/* ---- layers ---- */
+
+static char layer_file[PATH_MAX];
+
+/* A gzip'd layer file on disk, built once. */
+static void make_layer_file(const char *where)
+{
+    snprintf(layer_file, sizeof(layer_file), "%s/layer.tar.gz", where);
+    struct archive *a = archive_write_new();
+    archive_write_set_format_pax_restricted(a);
+    archive_write_add_filter_gzip(a);
+    assert_int_equal(archive_write_open_filename(a, layer_file), ARCHIVE_OK);
+    const char *names[] = {"etc/", "etc/os-release", "usr/", "usr/lib/", "usr/lib/big"};
+    char big[64 * 1024];
+    memset(big, 'b', sizeof(big));
+    for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+        struct archive_entry *e = archive_entry_new();
+        archive_entry_set_pathname(e, names[i]);
+        bool dir = names[i][strlen(names[i]) - 1] == '/';
+        archive_entry_set_filetype(e, dir ? AE_IFDIR : AE_IFREG);
+        archive_entry_set_perm(e, dir ? 0555 : 0644);
+        size_t len = dir ? 0 : strstr(names[i], "big") ? sizeof(big) : 6;
+        archive_entry_set_size(e, len);
+        assert_int_equal(archive_write_header(a, e), ARCHIVE_OK);
+        if (len)
+            assert_int_equal(archive_write_data(a, len == 6 ? "ID=x\n\n" : big, len), len);
+        archive_entry_free(e);
+    }
+    assert_int_equal(archive_write_close(a), ARCHIVE_OK);
+    archive_write_free(a);
+}
+
+/* What a pull does for one layer: lock, check, unpack, commit. Returns 1 if this call unpacked,
+ * 0 if it found the layer, negative on error. */
+static int ensure_layer(struct store *s, const char *digest, const char *count_file)
+{
+    int lock = -1;
+    struct errmsg e = {""};
+    int r = store_layer_lock(s, digest, true, true, &lock, &e);
+    if (r < 0)
+        return r;
+    if (store_has_layer(s, digest)) {
+        close(lock);
+        return 0;
+    }
+    char *tmp = NULL;
+    r = store_layer_tmpdir(s, digest, &tmp, &e);
+    int fd = r < 0 ? -1 : open(layer_file, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0)
+        r = unpack_layer(fd, tmp, NULL, &e);
+    if (r >= 0 && count_file) {
+        int cf = open(count_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        r = cf >= 0 && write(cf, "u\n", 2) == 2 ? 0 : -EIO;
+        if (cf >= 0)
+            close(cf);
+    }
+    if (r >= 0)
+        r = store_layer_commit(s, digest, tmp, &e);
+    if (fd >= 0)
+        close(fd);
+    free(tmp);
+    close(lock);
+    return r < 0 ? r : 1;
+}
+
+/* The layer is complete to whoever sees it. */
+static bool layer_complete(struct store *s, const char *digest)
+{
+    char *dir = NULL;
+    if (!store_has_layer(s, digest) || store_layer_path(s, digest, &dir) < 0)
+        return false;
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/usr/lib/big", dir);
+    struct stat st;
+    bool ok = stat(p, &st) == 0 && st.st_size == 64 * 1024;
+    snprintf(p, sizeof(p), "%s/usr", dir);
+    ok = ok && stat(p, &st) == 0 && (st.st_mode & 07777) == 0555;
+    free(dir);
+    return ok;
+}
+
+static void test_layer_commit(void **state)
+{
+    struct ctx *c = *state;
+    make_layer_file(c->base);
+    char d[DIGEST_STRING_MAX];
+    sha("layer-1", d);
+    assert_false(store_has_layer(c->s, d));
+    assert_int_equal(ensure_layer(c->s, d, NULL), 1);
+    assert_true(layer_complete(c->s, d));
+    assert_int_equal(ensure_layer(c->s, d, NULL), 0);
+
+    /* Committing over an existing layer keeps it and drops the second copy. */
+    struct errmsg e = {""};
+    char *tmp = NULL;
+    assert_int_equal(store_layer_tmpdir(c->s, d, &tmp, &e), 0);
+    assert_int_equal(store_layer_commit(c->s, d, tmp, &e), 0);
+    assert_false(exists(tmp));
+    free(tmp);
+    assert_true(layer_complete(c->s, d));
+    char tmpdir[PATH_MAX];
+    snprintf(tmpdir, sizeof(tmpdir), "%s/tmp", c->root);
+    DIR *dir = opendir(tmpdir);
+    int n = 0;
+    for (struct dirent *de; (de = readdir(dir));)
+        n += de->d_name[0] != '.';
+    closedir(dir);
+    assert_int_equal(n, 0);
+}
+
+static void test_layer_lock_modes(void **state)
+{
+    struct ctx *c = *state;
+    char d[DIGEST_STRING_MAX];
+    sha("layer-lock", d);
+    struct errmsg e = {""};
+    int sh1 = -1, sh2 = -1, ex = -1;
+    assert_int_equal(store_layer_lock(c->s, d, false, false, &sh1, &e), 0);
+    assert_int_equal(store_layer_lock(c->s, d, false, false, &sh2, &e), 0);
+    assert_int_equal(store_layer_lock(c->s, d, true, false, &ex, &e), -EWOULDBLOCK);
+    assert_non_null(strstr(e.text, d));
+    close(sh1);
+    close(sh2);
+    assert_int_equal(store_layer_lock(c->s, d, true, false, &ex, &e), 0);
+    assert_true(fcntl(ex, F_GETFD) & FD_CLOEXEC);
+    assert_int_equal(store_layer_lock(c->s, d, false, false, &sh1, &e), -EWOULDBLOCK);
+    close(ex);
+    assert_int_equal(store_layer_lock(c->s, "md5:abc", true, false, &ex, &e), -EINVAL);
+}
+
+/* Several processes want the same layer at once: one unpacks, all see it complete. */
+static void test_concurrent_unpack_once(void **state)
+{
+    struct ctx *c = *state;
+    make_layer_file(c->base);
+    char d[DIGEST_STRING_MAX], count[PATH_MAX];
+    sha("layer-concurrent", d);
+    snprintf(count, sizeof(count), "%s/unpacked", c->base);
+    int go[2];
+    assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+    enum { N = 6 };
+    pid_t pids[N];
+    for (int i = 0; i < N; i++) {
+        pids[i] = fork();
+        assert_true(pids[i] >= 0);
+        if (pids[i] == 0) {
+            close(go[1]);
+            char x;
+            (void)read(go[0], &x, 1); /* all start together when the parent closes the pipe */
+            struct store *s = NULL;
+            if (store_open(c->root, &s, NULL) < 0)
+                _exit(10);
+            int r = ensure_layer(s, d, count);
+            int sh = -1;
+            bool ok = r >= 0 && store_layer_lock(s, d, false, true, &sh, NULL) == 0 &&
+                      layer_complete(s, d);
+            store_free(s);
+            _exit(ok ? 0 : 11);
+        }
+    }
+    close(go[0]);
+    close(go[1]);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(child_status(pids[i]), 0);
+    int fd = open(count, O_RDONLY | O_CLOEXEC);
+    char buf[64];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    close(fd);
+    assert_int_equal(n, 2); /* exactly one "u\n" */
+}
+
+/* ---- image records ---- */
+
+static void record_init(struct image_record *r, const char *name, const char *config,
+                        const char *const *layers)
+{
+    char d[DIGEST_STRING_MAX];
+    *r = (struct image_record){.name = strdup(name), .size = 1234, .pulled_at = 1700000000};
+    sha(name, d);
+    r->manifest_digest = strdup(d);
+    r->config_digest = strdup(config);
+    size_t n = 0;
+    while (layers && layers[n])
+        n++;
+    r->layers = calloc(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++) {
+        sha(layers[i], d);
+        r->layers[i] = strdup(d);
+    }
+    r->n_layers = n;
+}
+
+static void save(struct store *s, const char *name, const char *config, const char *const *layers)
+{
+    struct image_record r;
+    record_init(&r, name, config, layers);
+    struct errmsg e = {""};
+    assert_int_equal(store_image_save(s, &r, &e), 0);
+    image_record_done(&r);
+}
+
+static const char *config_a = "sha256:abcd1111000000000000000000000000000000000000000000000000"
+                              "00000000";
+static const char *config_b = "sha256:abcd2222000000000000000000000000000000000000000000000000"
+                              "00000000";
+
+static void test_images(void **state)
+{
+    struct ctx *c = *state;
+    const char *layers[] = {"l1", "l2", NULL};
+    save(c->s, "docker.io/library/ubuntu:22.04", config_a, layers);
+    save(c->s, "docker.io/library/ubuntu:jammy", config_a, layers);
+    save(c->s, "nvcr.io/nvidia/pytorch:24.01-py3", config_b, NULL);
+
+    struct image_record r = {0};
+    struct errmsg e = {""};
+    assert_int_equal(store_image_load(c->s, "nvcr.io/nvidia/pytorch:24.01-py3", &r, &e), 0);
+    assert_string_equal(r.config_digest, config_b);
+    assert_int_equal(r.n_layers, 0);
+    assert_non_null(r.layers);
+    assert_null(r.layers[0]);
+    image_record_done(&r);
+
+    assert_int_equal(store_image_load(c->s, "docker.io/library/ubuntu:22.04", &r, &e), 0);
+    char d[DIGEST_STRING_MAX];
+    sha("l2", d);
+    assert_int_equal(r.n_layers, 2);
+    assert_string_equal(r.layers[1], d);
+    assert_null(r.layers[2]);
+    assert_int_equal(r.size, 1234);
+    assert_int_equal(r.pulled_at, 1700000000);
+    image_record_done(&r);
+
+    /* By ID prefix: two names of one image are one image; two images are ambiguous. */
+    assert_int_equal(store_image_load(c->s, "abcd1", &r, &e), 0);
+    assert_string_equal(r.name, "docker.io/library/ubuntu:22.04");
+    image_record_done(&r);
+    assert_int_equal(store_image_load(c->s, "sha256:abcd2222", &r, &e), 0);
+    assert_string_equal(r.name, "nvcr.io/nvidia/pytorch:24.01-py3");
+    image_record_done(&r);
+    assert_int_equal(store_image_load(c->s, "abcd", &r, &e), -EINVAL);
+    assert_non_null(strstr(e.text, "ambiguous"));
+    assert_int_equal(store_image_load(c->s, "abc", &r, &e), -ENOENT); /* too short for an ID */
+    assert_int_equal(store_image_load(c->s, "docker.io/library/debian:12", &r, &e), -ENOENT);
+    assert_string_equal(e.text, "image 'docker.io/library/debian:12' is not in the cache; "
+                                "capsule pull docker.io/library/debian:12");
+
+    struct image_record *v = NULL;
+    size_t n = 0;
+    assert_int_equal(store_image_list(c->s, &v, &n, &e), 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(v[0].name, "docker.io/library/ubuntu:22.04");
+    assert_string_equal(v[2].name, "nvcr.io/nvidia/pytorch:24.01-py3");
+    for (size_t i = 0; i < n; i++)
+        image_record_done(&v[i]);
+    free(v);
+
+    assert_int_equal(store_image_remove(c->s, "docker.io/library/ubuntu:jammy", &e), 0);
+    assert_int_equal(store_image_remove(c->s, "docker.io/library/ubuntu:jammy", &e), -ENOENT);
+    assert_int_equal(store_image_load(c->s, "docker.io/library/ubuntu:jammy", &r, &e), -ENOENT);
+}
+
+static void test_image_invalid_and_damaged(void **state)
+{
+    struct ctx *c = *state;
+    struct image_record r;
+    record_init(&r, "x.io/a:1", "sha256:short", NULL);
+    struct errmsg e = {""};
+    assert_int_equal(store_image_save(c->s, &r, &e), -EINVAL);
+    image_record_done(&r);
+
+    save(c->s, "x.io/a:1", config_a, NULL);
+    save(c->s, "x.io/b:1", config_b, NULL);
+    /* Damage a's record in place. */
+    char d[DIGEST_STRING_MAX], p[PATH_MAX];
+    sha("x.io/a:1", d);
+    snprintf(p, sizeof(p), "%s/images/%s.json", c->root, digest_hex(d));
+    write_file(p, "{\"schema\":1,\"name\":");
+    assert_int_equal(store_image_load(c->s, "x.io/a:1", &r, &e), -EBADMSG);
+    assert_non_null(strstr(e.text, "x.io/a:1"));
+    struct image_record *v = NULL;
+    size_t n = 0;
+    assert_int_equal(store_image_list(c->s, &v, &n, &e), 0);
+    assert_int_equal(n, 1);
+    image_record_done(&v[0]);
+    free(v);
+    /* A record that names another image under a's file is damaged too. */
+    snprintf(p, sizeof(p), "%s/images/%s.json", c->root, digest_hex(d));
+    sha("x.io/b:1", d);
+    char q[PATH_MAX];
+    snprintf(q, sizeof(q), "%s/images/%s.json", c->root, digest_hex(d));
+    assert_int_equal(rename(q, p), 0);
+    assert_int_equal(store_image_load(c->s, "x.io/a:1", &r, &e), -EBADMSG);
+}
+
+/* ---- gc ---- */
+
+static void add_layer_dir(struct ctx *c, const char *name, char out[DIGEST_STRING_MAX])
+{
+    sha(name, out);
+    assert_int_equal(ensure_layer(c->s, out, NULL), 1);
+}
+
+static void test_gc(void **state)
+{
+    struct ctx *c = *state;
+    make_layer_file(c->base);
+    char used[DIGEST_STRING_MAX], unused[DIGEST_STRING_MAX], kept[DIGEST_STRING_MAX],
+        busy[DIGEST_STRING_MAX];
+    add_layer_dir(c, "used", used);
+    add_layer_dir(c, "unused", unused);
+    add_layer_dir(c, "kept", kept);
+    add_layer_dir(c, "busy", busy);
+    const char *layers[] = {"used", NULL};
+    save(c->s, "x.io/app:1", config_a, layers);
+    struct errmsg e = {""};
+    char stray[DIGEST_STRING_MAX];
+    sha("stray", stray);
+    assert_int_equal(store_blob_write(c->s, stray, "stray", 5, &e), 0);
+
+    /* A container (another process) uses "busy". */
+    int ready[2], release[2];
+    assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(release, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(release[1]); /* so that the parent's close is the end of the pipe */
+        int fd = -1;
+        if (store_layer_lock(c->s, busy, false, true, &fd, NULL) < 0)
+            _exit(1);
+        (void)write(ready[1], "x", 1);
+        char x;
+        (void)read(release[0], &x, 1);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(release[0]);
+    char x;
+    assert_int_equal(read(ready[0], &x, 1), 1);
+
+    char *keep[] = {kept, NULL};
+    struct store_gc_stats st = {0};
+    assert_int_equal(store_gc(c->s, keep, &st, &e), 0);
+    assert_true(layer_complete(c->s, used));
+    assert_true(layer_complete(c->s, kept));
+    assert_true(layer_complete(c->s, busy));
+    assert_false(store_has_layer(c->s, unused));
+    assert_false(store_has_blob(c->s, stray));
+    assert_int_equal(st.layers_removed, 1);
+    assert_int_equal(st.layers_busy, 1);
+    assert_int_equal(st.blobs_removed, 1);
+    assert_true(st.bytes_freed >= 64 * 1024);
+
+    close(release[1]);
+    assert_int_equal(child_status(pid), 0);
+    close(ready[0]);
+    assert_int_equal(store_gc(c->s, NULL, &st, &e), 0);
+    assert_false(store_has_layer(c->s, busy));
+    assert_false(store_has_layer(c->s, kept));
+    assert_true(store_has_layer(c->s, used));
+    assert_int_equal(st.layers_removed, 2);
+    assert_int_equal(st.layers_busy, 0);
+}
+
+static void make_old(const char *path)
+{
+    struct timespec ts[2] = {{.tv_sec = time(NULL) - 7200}, {.tv_sec = time(NULL) - 7200}};
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW), 0);
+}
+
+static void test_gc_tmp_and_pull_block(void **state)
+{
+    struct ctx *c = *state;
+    char d1[DIGEST_STRING_MAX], d2[DIGEST_STRING_MAX], d3[DIGEST_STRING_MAX];
+    sha("old-partial", d1);
+    sha("old-unpack-locked", d2);
+    sha("recent", d3);
+    char p1[PATH_MAX], p2[PATH_MAX], p3[PATH_MAX], p4[PATH_MAX];
+    snprintf(p1, sizeof(p1), "%s/tmp/%s.partial", c->root, digest_hex(d1));
+    snprintf(p2, sizeof(p2), "%s/tmp/%s.Ab12Cd", c->root, digest_hex(d2));
+    snprintf(p3, sizeof(p3), "%s/tmp/%s.partial", c->root, digest_hex(d3));
+    snprintf(p4, sizeof(p4), "%s/tmp/write.123456", c->root);
+    write_file(p1, "part");
+    assert_int_equal(mkdir(p2, 0555), 0);
+    write_file(p3, "part");
+    write_file(p4, "w");
+    make_old(p1);
+    make_old(p2);
+    make_old(p4);
+    struct errmsg e = {""};
+    int lock = -1;
+    assert_int_equal(store_layer_lock(c->s, d2, true, true, &lock, &e), 0);
+
+    /* A pull between its first blob and its record keeps gc out entirely. */
+    int block = -1;
+    assert_int_equal(store_gc_block(c->s, &block, &e), 0);
+    struct store_gc_stats st = {0};
+    assert_int_equal(store_gc(c->s, NULL, &st, &e), -EBUSY);
+    assert_true(exists(p1));
+    close(block);
+
+    assert_int_equal(store_gc(c->s, NULL, &st, &e), 0);
+    assert_false(exists(p1));
+    assert_true(exists(p2)); /* its unpack still runs */
+    assert_true(exists(p3)); /* too young */
+    assert_false(exists(p4));
+    assert_int_equal(st.tmp_removed, 2);
+    close(lock);
+    assert_int_equal(store_gc(c->s, NULL, &st, &e), 0);
+    assert_false(exists(p2));
+}
+
+/* ---- tree removal ---- */
+
+static void make_hostile_tree(const char *top)
+{
+    char p[PATH_MAX];
+    assert_int_equal(mkdir(top, 0755), 0);
+    snprintf(p, sizeof(p), "%s/ro", top);
+    assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(p, sizeof(p), "%s/ro/secret", top);
+    write_file(p, "s");
+    assert_int_equal(chmod(p, 0000), 0);
+    snprintf(p, sizeof(p), "%s/ro/closed", top);
+    assert_int_equal(mkdir(p, 0000), 0);
+    snprintf(p, sizeof(p), "%s/ro", top);
+    assert_int_equal(chmod(p, 0555), 0);
+}
+
+static int remove_as_user(void *arg)
+{
+    return store_remove_tree(arg) == 0 ? 0 : 1;
+}
+
+static void test_remove_tree_permissions(void **state)
+{
+    struct ctx *c = *state;
+    char top[256], outside[256], p[PATH_MAX];
+    snprintf(outside, sizeof(outside), "%s/outside", c->base);
+    assert_int_equal(mkdir(outside, 0755), 0);
+    snprintf(p, sizeof(p), "%s/keep", outside);
+    write_file(p, "k");
+    snprintf(top, sizeof(top), "%s/user", c->base);
+    assert_int_equal(mkdir(top, 0755), 0);
+    snprintf(top, sizeof(top), "%s/user/tree", c->base);
+    if (geteuid() == 0) {
+        /* Build and remove as an ordinary user: root would not notice the modes. */
+        char parent[256];
+        snprintf(parent, sizeof(parent), "%s/user", c->base);
+        assert_int_equal(chown(parent, NOBODY, NOBODY), 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (setgroups(0, NULL) < 0 || setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
+                setresuid(NOBODY, NOBODY, NOBODY) < 0)
+                _exit(99);
+            make_hostile_tree(top);
+            snprintf(p, sizeof(p), "%s/link", top);
+            if (symlink(outside, p) < 0)
+                _exit(98);
+            _exit(remove_as_user(top));
+        }
+        assert_int_equal(child_status(pid), 0);
+    } else {
+        make_hostile_tree(top);
+        snprintf(p, sizeof(p), "%s/link", top);
+        assert_int_equal(symlink(outside, p), 0);
+        assert_int_equal(store_remove_tree(top), 0);
+    }
+    assert_false(exists(top));
+    snprintf(p, sizeof(p), "%s/keep", outside);
+    assert_true(exists(p));                      /* the symlink was removed, not followed */
+    assert_int_equal(store_remove_tree(top), 0); /* absent: fine */
+}
+
+static void test_remove_tree_deep(void **state)
+{
+    struct ctx *c = *state;
+    char top[PATH_MAX];
+    snprintf(top, sizeof(top), "%s/deep", c->base);
+    assert_int_equal(mkdir(top, 0755), 0);
+    int fd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    for (int i = 0; i < 1000; i++) {
+        assert_int_equal(mkdirat(fd, "d", 0555 | 0200), 0);
+        int next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(next >= 0);
+        if (i % 100 == 0)
+            assert_int_equal(fchmod(fd, 0555), 0);
+        close(fd);
+        fd = next;
+    }
+    close(fd);
+    /* Far fewer fds than levels. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {.rlim_cur = 100, .rlim_max = 100};
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+            _exit(2);
+        int r = store_remove_tree(top);
+        if (r < 0)
+            fprintf(stderr, "store_remove_tree: %s\n", strerror(-r));
+        _exit(r == 0 ? 0 : 1);
+    }
+    assert_int_equal(child_status(pid), 0);
+    assert_false(exists(top));
+}
+
+static int remove_across_mount(const char *top)
+{
+    char m[PATH_MAX];
+    snprintf(m, sizeof(m), "%s/mnt", top);
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+        mount("tmpfs", m, "tmpfs", 0, "size=64k") < 0)
+        return 2;
+    snprintf(m, sizeof(m), "%s/mnt/precious", top);
+    write_file(m, "p");
+    int r = store_remove_tree(top);
+    return r == -EXDEV && exists(m) ? 0 : 1;
+}
+
+static void test_remove_tree_stops_at_mounts(void **state)
+{
+    struct ctx *c = *state;
+    if (geteuid() != 0)
+        skip();
+    char top[256], m[PATH_MAX];
+    snprintf(top, sizeof(top), "%s/mounted", c->base);
+    snprintf(m, sizeof(m), "%s/mnt", top);
+    assert_int_equal(mkdir(top, 0755), 0);
+    assert_int_equal(mkdir(m, 0755), 0);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(remove_across_mount(top));
+    int status = child_status(pid);
+    if (status == 2)
+        skip();
+    assert_int_equal(status, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_open_layout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_blobs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_download_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_download_waits_for_other, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_layer_commit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_layer_lock_modes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_unpack_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_images, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_image_invalid_and_damaged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gc_tmp_and_pull_block, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_tree_permissions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_tree_deep, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_tree_stops_at_mounts, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

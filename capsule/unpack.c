@@ -1,0 +1,441 @@
+/* Layer unpacking: libarchive reads the tar (gzip, zstd or plain) and writes regular entries to
+ * disk; whiteouts, opaque markers, devices and hard links are decided here, entry by entry.
+ *
+ * Every entry name is checked before libarchive sees it (no absolute names, no ".."), then
+ * prefixed with the realpath of dest, so that libarchive's symlink check
+ * (ARCHIVE_EXTRACT_SECURE_SYMLINKS) walks a prefix without symbolic links. The prefix is
+ * absolute, which is why ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS cannot be set: the check it
+ * would make is done on the original name instead. What this file writes itself (whiteouts,
+ * opaque markers, the removal of a directory a later entry replaces) goes through directory fds
+ * opened component by component with O_NOFOLLOW, never through a path that could pass a
+ * symbolic link. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "macro.h"
+#include "store.h"
+#include "unpack.h"
+
+#define WH           ".wh."
+#define WH_OPAQUE    ".wh..wh..opq"
+#define WH_META      ".wh..wh."
+#define OPAQUE_XATTR "user.overlay.opaque"
+
+/* ARCHIVE_EXTRACT_OWNER, _XATTR, _ACL and _FFLAGS are left out on purpose: the files belong to
+ * whoever unpacks, and nothing from the archive reaches the xattrs. */
+#define EXTRACT_FLAGS                                                                              \
+    (ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |               \
+     ARCHIVE_EXTRACT_SECURE_NODOTDOT)
+
+struct unpack {
+    struct archive *in, *out;
+    int dest_fd;
+    char *prefix;     /* realpath of dest */
+    const char *name; /* the current entry's name as the archive has it, made printable */
+    char shown[256];
+    char rel[PATH_MAX];  /* the current entry's cleaned relative path */
+    char path[PATH_MAX]; /* prefix + "/" + rel */
+    char link[PATH_MAX]; /* prefix + "/" + hard link target */
+    struct unpack_stats stats;
+    struct errmsg *e;
+};
+
+static void unpack_done(struct unpack *u)
+{
+    if (u->in)
+        archive_read_free(u->in);
+    if (u->out)
+        archive_write_free(u->out);
+    if (u->dest_fd >= 0)
+        close(u->dest_fd);
+    free(u->prefix);
+}
+
+/* Entry names are outside input: keep control characters out of messages. */
+static const char *printable(const char *s, char *buf, size_t size)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < size; i++)
+        buf[i] = iscntrl((unsigned char)s[i]) ? '?' : s[i];
+    buf[i] = '\0';
+    return buf;
+}
+
+static int entry_error(struct unpack *u, int r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int entry_error(struct unpack *u, int r, const char *fmt, ...)
+{
+    char what[ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    return errmsg_set(u->e, r, "layer entry '%s': %s", u->name, what);
+}
+
+/* Normalises name into out (PATH_MAX bytes): drops "./", empty components and trailing
+ * slashes. Returns the length (0 for the layer's root itself), or -EINVAL for an absolute name
+ * or one with "..", -ENAMETOOLONG. */
+static int path_clean(const char *name, char *out)
+{
+    if (name[0] == '/')
+        return -EINVAL;
+    size_t n = 0;
+    for (const char *p = name; *p;) {
+        size_t len = strcspn(p, "/");
+        if (len == 2 && p[0] == '.' && p[1] == '.')
+            return -EINVAL;
+        if (len > NAME_MAX)
+            return -ENAMETOOLONG;
+        if (len > 0 && !(len == 1 && p[0] == '.')) {
+            if (n + (n > 0) + len >= PATH_MAX)
+                return -ENAMETOOLONG;
+            if (n > 0)
+                out[n++] = '/';
+            memcpy(out + n, p, len);
+            n += len;
+        }
+        p += len;
+        p += strspn(p, "/");
+    }
+    out[n] = '\0';
+    return (int)n;
+}
+
+static int clean_or_fail(struct unpack *u, const char *name, char *out, const char *what)
+{
+    int r = path_clean(name, out);
+    if (r == -EINVAL && name[0] == '/')
+        return entry_error(u, r, "%sabsolute paths are refused", what);
+    if (r == -EINVAL)
+        return entry_error(u, r, "%spath escapes the layer ('..' is refused)", what);
+    if (r < 0)
+        return entry_error(u, r, "%spath too long", what);
+    return r;
+}
+
+/* prefix + "/" + rel into out (PATH_MAX bytes). */
+static int full_path(struct unpack *u, const char *rel, char *out)
+{
+    if (snprintf(out, PATH_MAX, "%s/%s", u->prefix, rel) >= PATH_MAX)
+        return entry_error(u, -ENAMETOOLONG, "path too long below '%s'", u->prefix);
+    return 0;
+}
+
+static int explain_open_error(struct unpack *u, int r, int dfd, const char *comp)
+{
+    struct stat st;
+    if ((r == -ELOOP || r == -ENOTDIR) && fstatat(dfd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISLNK(st.st_mode))
+            return entry_error(u, -EINVAL, "path goes through the symbolic link '%s'", comp);
+        return entry_error(u, -EINVAL, "'%s' on the path is not a directory", comp);
+    }
+    return entry_error(u, r, "cannot open directory '%s': %s", comp, strerror(-r));
+}
+
+/* Opens the directory rel[0..len) below dest without following any symbolic link, creating
+ * missing components (0755) if create. Returns 0 and an O_RDONLY fd. */
+static int open_dir_beneath(struct unpack *u, const char *rel, size_t len, bool create, int *ret_fd)
+{
+    _cleanup_close_ int fd = fcntl(u->dest_fd, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0)
+        return negative_errno();
+    for (size_t i = 0; i < len;) {
+        char comp[NAME_MAX + 1];
+        size_t n = strcspn(rel + i, "/");
+        if (n > len - i)
+            n = len - i;
+        memcpy(comp, rel + i, n); /* path_clean bounded components to NAME_MAX */
+        comp[n] = '\0';
+        int next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0 && errno == ENOENT && create) {
+            if (mkdirat(fd, comp, 0755) < 0 && errno != EEXIST)
+                return entry_error(u, negative_errno(), "cannot create directory '%s': %m", comp);
+            next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        if (next < 0)
+            return explain_open_error(u, negative_errno(), fd, comp);
+        close(fd);
+        fd = next;
+        i += n + 1;
+    }
+    *ret_fd = TAKE_FD(fd);
+    return 0;
+}
+
+/* Splits u->rel into its directory part (length) and last component. */
+static const char *rel_base(const struct unpack *u, size_t *ret_dir_len)
+{
+    const char *slash = strrchr(u->rel, '/');
+    *ret_dir_len = slash ? (size_t)(slash - u->rel) : 0;
+    return slash ? slash + 1 : u->rel;
+}
+
+static int unpack_opaque(struct unpack *u, size_t dir_len)
+{
+    _cleanup_close_ int fd = -1;
+    int r = open_dir_beneath(u, u->rel, dir_len, true, &fd);
+    if (r < 0)
+        return r;
+    if (fsetxattr(fd, OPAQUE_XATTR, "y", 1, 0) < 0) {
+        r = negative_errno();
+        if (r == -EOPNOTSUPP)
+            return entry_error(u, r,
+                               "the cache's filesystem has no user xattrs, which opaque "
+                               "directories need; put the cache on another filesystem");
+        return entry_error(u, r, "cannot mark the directory opaque: %s", strerror(-r));
+    }
+    u->stats.opaque_dirs++;
+    return 0;
+}
+
+/* ".wh.NAME": NAME of the layers below is deleted, which overlayfs reads from a 0/0 character
+ * device in its place. ".wh..wh..opq" hides the whole directory below. */
+static int unpack_whiteout(struct unpack *u, const char *base, size_t dir_len)
+{
+    if (strcmp(base, WH_OPAQUE) == 0)
+        return unpack_opaque(u, dir_len);
+    if (strncmp(base, WH_META, strlen(WH_META)) == 0) {
+        /* aufs' own bookkeeping (.wh..wh.plnk and friends): Docker ignores it too. */
+        log_debug("layer entry '%s': aufs metadata skipped", u->name);
+        return 0;
+    }
+    const char *target = base + strlen(WH);
+    if (target[0] == '\0' || strcmp(target, ".") == 0 || strcmp(target, "..") == 0)
+        return entry_error(u, -EINVAL, "whiteout of '%s' names no file", target);
+
+    _cleanup_close_ int fd = -1;
+    int r = open_dir_beneath(u, u->rel, dir_len, true, &fd);
+    if (r < 0)
+        return r;
+    /* An earlier entry of this layer by that name goes: the whiteout is what the layer says. */
+    r = store_remove_tree_at(fd, target, NULL);
+    if (r < 0)
+        return entry_error(u, r, "cannot replace '%s': %s", target, strerror(-r));
+    if (mknodat(fd, target, S_IFCHR | 0000, makedev(0, 0)) < 0)
+        return entry_error(u, negative_errno(), "cannot create the whiteout device: %m");
+    u->stats.whiteouts++;
+    return 0;
+}
+
+/* A later entry that is not a directory replaces a directory an earlier entry made; libarchive
+ * only removes empty ones. */
+static int make_room(struct unpack *u)
+{
+    struct stat st;
+    if (lstat(u->path, &st) < 0 || !S_ISDIR(st.st_mode))
+        return 0;
+    size_t dir_len;
+    const char *base = rel_base(u, &dir_len);
+    _cleanup_close_ int fd = -1;
+    int r = open_dir_beneath(u, u->rel, dir_len, false, &fd);
+    if (r < 0)
+        return r;
+    r = store_remove_tree_at(fd, base, NULL);
+    if (r < 0)
+        return entry_error(u, r, "cannot replace the directory: %s", strerror(-r));
+    return 0;
+}
+
+/* Hard links must name an existing non-directory of this layer, reached without symbolic
+ * links (link(2) follows them in the directory part). */
+static int prepare_hardlink(struct unpack *u, struct archive_entry *entry, const char *target)
+{
+    char rel[PATH_MAX];
+    int r = clean_or_fail(u, target, rel, "hard link target: ");
+    if (r < 0)
+        return r;
+    if (r == 0)
+        return entry_error(u, -EINVAL, "hard link to the layer's root");
+    const char *slash = strrchr(rel, '/');
+    _cleanup_close_ int fd = -1;
+    r = open_dir_beneath(u, rel, slash ? (size_t)(slash - rel) : 0, false, &fd);
+    if (r < 0)
+        return r;
+    struct stat st;
+    if (fstatat(fd, slash ? slash + 1 : rel, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return entry_error(u, -EINVAL, "hard link target '%s' is not in the layer", rel);
+    if (S_ISDIR(st.st_mode))
+        return entry_error(u, -EINVAL, "hard link to the directory '%s'", rel);
+    r = full_path(u, rel, u->link);
+    if (r < 0)
+        return r;
+    archive_entry_set_hardlink(entry, u->link);
+    return 0;
+}
+
+static int write_error(struct unpack *u)
+{
+    int en = archive_errno(u->out);
+    /* libarchive reports refused paths with no errno (or its own negative codes). */
+    int r = en > 0 ? -en : -EINVAL;
+    return entry_error(u, r, "%s", archive_error_string(u->out) ?: "write failed");
+}
+
+static int read_error(struct unpack *u, const char *where)
+{
+    int en = archive_errno(u->in);
+    /* Errors of the fd itself keep their errno; anything about the data is a bad layer. */
+    int r = (en == EIO || en == ENOMEM || en == EBADF || en == EISDIR) ? -en : -EINVAL;
+    return errmsg_set(u->e, r, "layer %s: %s", where,
+                      archive_error_string(u->in) ?: "cannot read the archive");
+}
+
+static int copy_data(struct unpack *u)
+{
+    for (;;) {
+        const void *buf;
+        size_t size;
+        la_int64_t offset;
+        int r = archive_read_data_block(u->in, &buf, &size, &offset);
+        if (r == ARCHIVE_EOF)
+            return 0;
+        if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+            char where[300];
+            snprintf(where, sizeof(where), "entry '%s'", u->name);
+            return read_error(u, where);
+        }
+        if (archive_write_data_block(u->out, buf, size, offset) != ARCHIVE_OK)
+            return write_error(u);
+        u->stats.bytes += size;
+    }
+}
+
+/* Decides what an entry that is not a whiteout becomes, then lets libarchive write it. */
+static int unpack_file(struct unpack *u, struct archive_entry *entry)
+{
+    mode_t type = archive_entry_filetype(entry);
+    const char *hardlink = archive_entry_hardlink(entry);
+    if (!hardlink && (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFSOCK)) {
+        if (type != AE_IFSOCK)
+            u->stats.skipped_devices++;
+        log_debug("layer entry '%s': device node skipped", u->name);
+        return 0;
+    }
+    mode_t perm = archive_entry_perm(entry);
+    if (perm & (S_ISUID | S_ISGID)) {
+        archive_entry_set_perm(entry, perm & ~(mode_t)(S_ISUID | S_ISGID));
+        u->stats.dropped_setid++;
+    }
+    int r = full_path(u, u->rel, u->path);
+    if (r >= 0 && hardlink)
+        r = prepare_hardlink(u, entry, hardlink);
+    if (r >= 0 && (type != AE_IFDIR || hardlink))
+        r = make_room(u);
+    if (r < 0)
+        return r;
+    archive_entry_set_pathname(entry, u->path);
+    r = archive_write_header(u->out, entry);
+    if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
+        return write_error(u);
+    if (archive_entry_size(entry) > 0) {
+        r = copy_data(u);
+        if (r < 0)
+            return r;
+    }
+    r = archive_write_finish_entry(u->out);
+    if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
+        return write_error(u);
+    return 0;
+}
+
+static int unpack_entry(struct unpack *u, struct archive_entry *entry)
+{
+    const char *name = archive_entry_pathname(entry);
+    if (!name)
+        return errmsg_set(u->e, -EINVAL, "layer entry %llu has no usable path name",
+                          (unsigned long long)u->stats.entries);
+    u->name = printable(name, u->shown, sizeof(u->shown));
+    int r = clean_or_fail(u, name, u->rel, "");
+    if (r <= 0)
+        return r; /* the layer's root itself: dest keeps its own mode */
+    size_t dir_len;
+    const char *base = rel_base(u, &dir_len);
+    /* Whiteouts are files; a directory by such a name would be a layer no tool writes. */
+    for (const char *p = u->rel; p < base; p += strcspn(p, "/") + 1)
+        if (strncmp(p, WH, strlen(WH)) == 0)
+            return entry_error(u, -EINVAL, "a whiteout name is used as a directory");
+    if (strncmp(base, WH, strlen(WH)) == 0)
+        return unpack_whiteout(u, base, dir_len);
+    return unpack_file(u, entry);
+}
+
+static int unpack_open(struct unpack *u, int fd)
+{
+    u->in = archive_read_new();
+    u->out = archive_write_disk_new();
+    if (!u->in || !u->out)
+        return -ENOMEM;
+    if (archive_read_support_filter_gzip(u->in) != ARCHIVE_OK ||
+        archive_read_support_filter_zstd(u->in) != ARCHIVE_OK ||
+        archive_read_support_filter_none(u->in) != ARCHIVE_OK ||
+        archive_read_support_format_tar(u->in) != ARCHIVE_OK ||
+        archive_read_support_format_empty(u->in) != ARCHIVE_OK)
+        return errmsg_set(u->e, -ENOTSUP, "libarchive lacks gzip or zstd support: %s",
+                          archive_error_string(u->in) ?: "?");
+    if (archive_write_disk_set_options(u->out, EXTRACT_FLAGS) != ARCHIVE_OK)
+        return errmsg_set(u->e, -ENOTSUP, "libarchive: %s", archive_error_string(u->out) ?: "?");
+    if (archive_read_open_fd(u->in, fd, 128 * 1024) != ARCHIVE_OK)
+        return read_error(u, "start");
+    return 0;
+}
+
+static int unpack_entries(struct unpack *u)
+{
+    for (;;) {
+        struct archive_entry *entry;
+        int r = archive_read_next_header(u->in, &entry);
+        if (r == ARCHIVE_EOF)
+            return 0;
+        if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+            char where[64];
+            snprintf(where, sizeof(where), "after entry %llu",
+                     (unsigned long long)u->stats.entries);
+            return read_error(u, where);
+        }
+        u->stats.entries++;
+        r = unpack_entry(u, entry);
+        if (r < 0)
+            return r;
+    }
+}
+
+int unpack_layer(int fd, const char *dest, struct unpack_stats *ret_stats, struct errmsg *e)
+{
+    _cleanup_(unpack_done) struct unpack u = {.dest_fd = -1, .e = e};
+    u.prefix = realpath(dest, NULL);
+    if (!u.prefix)
+        return errmsg_set(e, negative_errno(), "layer destination '%s': %m", dest);
+    u.dest_fd = open(u.prefix, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (u.dest_fd < 0)
+        return errmsg_set(e, negative_errno(), "layer destination '%s': %m", u.prefix);
+    int r = unpack_open(&u, fd);
+    if (r >= 0)
+        r = unpack_entries(&u);
+    if (r < 0)
+        return r;
+    /* Closing applies the modes and times of directories, deferred until their children were
+     * written. */
+    if (archive_write_close(u.out) != ARCHIVE_OK) {
+        u.name = u.prefix;
+        return write_error(&u);
+    }
+    if (ret_stats)
+        *ret_stats = u.stats;
+    return 0;
+}
