@@ -450,7 +450,7 @@ static void test_corpus_manifests(void **state)
 
 static void test_corpus_configs(void **state)
 {
-    parse_corpus("fuzz-config", false);
+    parse_corpus("fuzz-image-config", false);
 }
 
 int main(void)
