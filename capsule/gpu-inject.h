@@ -28,7 +28,16 @@
  *     exist inside.
  * The image's NVIDIA_REQUIRE_* constraints are checked (require.h) against the driver's version
  * and CUDA version read through NVML (libnvidia-ml.so.1 from driver_root's library directories),
- * the brand, and the selected GPUs' compute capabilities. */
+ * the brand, and the selected GPUs' compute capabilities.
+ *
+ * Details (gpu-select.c, driver-files.c): ids may also be "G:M" (MIG device M of GPU G, NVIDIA's
+ * form); a whole GPU in MIG mode comes with the capability nodes of all its MIG devices; "all"
+ * leaves out a GPU NVML cannot read, naming one is -ENODEV. The caller's CUDA_VISIBLE_DEVICES set
+ * to "", "-1" or "NoDevFiles" means no GPU (it does not fall through to the image's "all"). When
+ * only the image asks and the host has no usable driver (NVML missing or not loaded), the plan
+ * is empty, not an error, so NVIDIA's images run on CPU hosts. /proc/driver/nvidia is bound
+ * only when the running kernel has it (the container's /proc is this kernel's). With compute
+ * asked for, a missing libcuda is -ENOENT like a missing libnvidia-ml. */
 #pragma once
 
 #include <stdbool.h>
