@@ -43,6 +43,9 @@ int registry_open(const struct image_ref *ref, const struct registry_opts *o, st
                   struct errmsg *e);
 void registry_free(struct registry *r);
 DEFINE_POINTER_CLEANUP(struct registry, registry_free)
+/* Makes transfers in progress and every later request of r fail with -ECANCELED, so that a pull
+ * can stop its other downloads when one layer fails. Thread-safe; cannot be undone. */
+void registry_cancel(struct registry *r);
 
 struct registry_manifest {
     char *data; /* the body, as received (NUL-terminated; len excludes it) */

@@ -1,0 +1,240 @@
+/* capsule images / rmi / gc: the image cache as users see it. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "containers.h"
+#include "digest.h"
+#include "progress.h"
+#include "ref.h"
+#include "store.h"
+#include "strv.h"
+
+static void records_free(struct image_record *recs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        image_record_done(&recs[i]);
+    free(recs);
+}
+
+/* "just now", "5 minutes ago", "3 days ago", as Docker words ages. */
+static void format_age(int64_t then, char *buf, size_t size)
+{
+    int64_t d = (int64_t)time(NULL) - then;
+    static const struct {
+        int64_t secs;
+        const char *unit;
+    } units[] = {
+        {365 * 86400, "year"}, {30 * 86400, "month"}, {7 * 86400, "week"},
+        {86400, "day"},        {3600, "hour"},        {60, "minute"},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(units); i++) {
+        int64_t n = d / units[i].secs;
+        if (n >= 1) {
+            snprintf(buf, size, "%lld %s%s ago", (long long)n, units[i].unit, n == 1 ? "" : "s");
+            return;
+        }
+    }
+    snprintf(buf, size, "just now");
+}
+
+static int print_json(const struct image_record *recs, size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++) {
+        const struct image_record *r = &recs[i];
+        json_t *layers = json_array();
+        for (size_t j = 0; layers && j < r->n_layers; j++)
+            json_array_append_new(layers, json_string(r->layers[j]));
+        json_array_append_new(arr,
+                              json_pack("{s:s, s:s, s:s, s:o, s:I, s:I}", "name", r->name, "id",
+                                        r->config_digest, "digest", r->manifest_digest, "layers",
+                                        layers ? layers : json_null(), "size", (json_int_t)r->size,
+                                        "pulled_at", (json_int_t)r->pulled_at));
+    }
+    char *text = arr ? json_dumps(arr, JSON_INDENT(2)) : NULL;
+    json_decref(arr);
+    if (!text)
+        return cli_fail("out of memory");
+    puts(text);
+    free(text);
+    return 0;
+}
+
+static void print_table(const struct image_record *recs, size_t n, bool digests)
+{
+    int w = 4;
+    for (size_t i = 0; i < n; i++)
+        if ((int)strlen(recs[i].name) > w)
+            w = (int)strlen(recs[i].name);
+    printf("%-*s  ", w, "NAME");
+    if (digests)
+        printf("%-71s  ", "DIGEST");
+    printf("%-12s  %6s  %9s  %s\n", "ID", "LAYERS", "SIZE", "PULLED");
+    for (size_t i = 0; i < n; i++) {
+        const struct image_record *r = &recs[i];
+        char size[16], age[48];
+        format_age(r->pulled_at, age, sizeof(age));
+        printf("%-*s  ", w, r->name);
+        if (digests)
+            printf("%-71s  ", r->manifest_digest);
+        printf("%-12.12s  %6zu  %9s  %s\n", digest_hex(r->config_digest), r->n_layers,
+               progress_format_bytes(r->size, size), age);
+    }
+}
+
+int cmd_images(int argc, char **argv, struct cli_ctx *ctx)
+{
+    static const struct option opts[] = {
+        {"digests", no_argument, NULL, 'd'},
+        {"format", required_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    const struct cli_command *cmd = cli_command_find("images");
+    bool digests = false, json = false;
+    int c;
+    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            digests = true;
+            break;
+        case 'f':
+            if (strcmp(optarg, "json") == 0)
+                json = true;
+            else if (strcmp(optarg, "table") != 0)
+                return cli_usage(cmd, "--format '%s': expected json or table", optarg);
+            break;
+        case 'h':
+            printf("usage: capsule %s\n\nLists the cached images: NAME, ID (the config "
+                   "digest), LAYERS, SIZE (compressed), PULLED.\n\n"
+                   "      --digests      show the manifest digest too\n"
+                   "      --format json  one JSON array of {name, id, digest, layers, size, "
+                   "pulled_at}\n",
+                   cmd->usage);
+            return 0;
+        default:
+            return cli_usage(cmd, "unknown option");
+        }
+    }
+    if (optind != argc)
+        return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    _cleanup_(store_freep) struct store *s = NULL;
+    if (cli_open_store(ctx, &s) < 0)
+        return 1;
+    struct image_record *recs = NULL;
+    size_t n = 0;
+    struct errmsg e = {{0}};
+    if (store_image_list(s, &recs, &n, &e) < 0)
+        return cli_fail("%s", e.text);
+    int rc = 0;
+    if (json)
+        rc = print_json(recs, n);
+    else
+        print_table(recs, n, digests);
+    records_free(recs, n);
+    return rc;
+}
+
+/* Finds an image as a user names it: a reference in any accepted spelling, or an ID prefix. */
+static int image_find(struct store *s, const char *arg, struct image_record *ret, struct errmsg *e)
+{
+    struct image_ref ref = {0};
+    _cleanup_free_ char *name = NULL;
+    int r1 = -ENOENT;
+    struct errmsg e1 = {{0}};
+    if (image_ref_parse(arg, &ref, &e1) >= 0) {
+        if (image_ref_format(&ref, &name) < 0)
+            name = NULL;
+        image_ref_done(&ref);
+        if (!name)
+            return errmsg_set(e, -ENOMEM, "out of memory");
+        r1 = store_image_load(s, name, ret, &e1);
+        if (r1 != -ENOENT) {
+            if (r1 < 0)
+                errmsg_set(e, r1, "%s", e1.text);
+            return r1;
+        }
+    }
+    int r2 = store_image_load(s, arg, ret, e);
+    if (r2 == -ENOENT && name)
+        return errmsg_set(e, r1, "%s", e1.text);
+    return r2;
+}
+
+int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx)
+{
+    static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {0}};
+    const struct cli_command *cmd = cli_command_find("rmi");
+    int c;
+    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        if (c != 'h')
+            return cli_usage(cmd, "unknown option");
+        printf("usage: capsule %s\n\nRemoves images (by name or ID prefix) from the cache; "
+               "their layers are freed by the next `capsule gc`.\n",
+               cmd->usage);
+        return 0;
+    }
+    if (optind >= argc)
+        return cli_usage(cmd, "no image given");
+    _cleanup_(store_freep) struct store *s = NULL;
+    if (cli_open_store(ctx, &s) < 0)
+        return 1;
+    int rc = 0;
+    /* Like docker rmi: every name is tried, and any failure makes the exit status 1. */
+    for (int i = optind; i < argc; i++) {
+        struct image_record rec = {0};
+        struct errmsg e = {{0}};
+        int r = image_find(s, argv[i], &rec, &e);
+        if (r >= 0)
+            r = store_image_remove(s, rec.name, &e);
+        if (r < 0)
+            rc = cli_fail("%s", e.text);
+        else
+            printf("Deleted %s\n", rec.name);
+        image_record_done(&rec);
+    }
+    return rc;
+}
+
+int cmd_gc(int argc, char **argv, struct cli_ctx *ctx)
+{
+    static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {0}};
+    const struct cli_command *cmd = cli_command_find("gc");
+    int c;
+    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        if (c != 'h')
+            return cli_usage(cmd, "unknown option");
+        printf("usage: capsule %s\n\nRemoves layers and blobs that no cached image and no "
+               "container uses, and stale partial downloads.\n",
+               cmd->usage);
+        return 0;
+    }
+    if (optind != argc)
+        return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    _cleanup_(store_freep) struct store *s = NULL;
+    if (cli_open_store(ctx, &s) < 0)
+        return 1;
+    struct errmsg e = {{0}};
+    _cleanup_strv_free_ char **keep = NULL;
+    /* Without knowing what containers use, deleting would be a guess: fail instead. */
+    if (containers_digests_in_use(ctx->config.data_dir, &keep, &e) < 0)
+        return cli_fail("%s", e.text);
+    struct store_gc_stats st = {0};
+    if (store_gc(s, keep, &st, &e) < 0)
+        return cli_fail("%s", e.text);
+    char freed[16];
+    printf("removed %u layer%s, %u blob%s, %u temporary entr%s; freed %s\n", st.layers_removed,
+           st.layers_removed == 1 ? "" : "s", st.blobs_removed, st.blobs_removed == 1 ? "" : "s",
+           st.tmp_removed, st.tmp_removed == 1 ? "y" : "ies",
+           progress_format_bytes((int64_t)st.bytes_freed, freed));
+    if (st.layers_busy)
+        printf("kept %u layer%s in use by running containers\n", st.layers_busy,
+               st.layers_busy == 1 ? "" : "s");
+    return 0;
+}

@@ -1,0 +1,113 @@
+/* capsule pull: parses the options and hands over to pull_image(). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "digest.h"
+#include "progress.h"
+#include "pull.h"
+#include "ref.h"
+#include "store.h"
+
+/* Splits "OS/ARCH[/VARIANT]" in place. Returns 0 or -EINVAL. */
+static int parse_platform(char *s, const char **os, const char **arch, const char **variant)
+{
+    char *a = strchr(s, '/');
+    if (!a)
+        return -EINVAL;
+    *a++ = '\0';
+    char *v = strchr(a, '/');
+    if (v)
+        *v++ = '\0';
+    if (!*s || !*a || (v && (!*v || strchr(v, '/'))))
+        return -EINVAL;
+    *os = s;
+    *arch = a;
+    *variant = v;
+    return 0;
+}
+
+static void print_help(const struct cli_command *cmd)
+{
+    printf("usage: capsule %s\n\n"
+           "Fetches IMAGE (docker.io/library/ubuntu:24.04, nvcr.io/nvidia/pytorch:24.01-py3,\n"
+           "docker://nvcr.io#nvidia/pytorch:24.01-py3, NAME@sha256:...) into the image cache.\n\n"
+           "  --platform OS/ARCH[/VARIANT]  pick this entry of a multi-platform image\n"
+           "                                (default linux/%s)\n"
+           "  -q, --quiet                   no progress; print only the image's name\n"
+           "      --keep-blobs              keep the compressed layers after unpacking\n"
+           "  -h, --help                    this text\n",
+           cmd->usage, pull_host_architecture());
+}
+
+int cmd_pull(int argc, char **argv, struct cli_ctx *ctx)
+{
+    static const struct option opts[] = {
+        {"platform", required_argument, NULL, 'p'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"keep-blobs", no_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    const struct cli_command *cmd = cli_command_find("pull");
+    struct pull_opts o = {.progress_fd = STDERR_FILENO};
+    bool quiet = ctx->quiet;
+    _cleanup_free_ char *platform = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "+qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p':
+            free(platform);
+            platform = strdup(optarg);
+            if (!platform || parse_platform(platform, &o.os, &o.architecture, &o.variant) < 0)
+                return cli_usage(cmd, "--platform '%s': expected OS/ARCH or OS/ARCH/VARIANT",
+                                 optarg);
+            break;
+        case 'q':
+            quiet = true;
+            break;
+        case 'k':
+            o.keep_blobs = true;
+            break;
+        case 'h':
+            print_help(cmd);
+            return 0;
+        default:
+            return cli_usage(cmd, "unknown option");
+        }
+    }
+    if (optind + 1 != argc)
+        return cli_usage(cmd, optind >= argc ? "no image given" : "give one image");
+    if (quiet)
+        o.progress_fd = -1;
+    cli_registry_opts(ctx, &o.registry);
+    o.parallel = ctx->config.parallel_downloads;
+
+    struct errmsg e = {{0}};
+    struct image_ref ref = {0};
+    if (image_ref_parse(argv[optind], &ref, &e) < 0)
+        return cli_fail("%s", e.text);
+    _cleanup_(store_freep) struct store *s = NULL;
+    if (cli_open_store(ctx, &s) < 0) {
+        image_ref_done(&ref);
+        return 1;
+    }
+    struct image_record rec = {0};
+    int r = pull_image(s, &ref, &o, &rec, &e);
+    image_ref_done(&ref);
+    if (r < 0)
+        return cli_fail("%s", e.text);
+    if (quiet)
+        printf("%s\n", rec.name);
+    else {
+        char size[16];
+        printf("%s: id %.12s, %zu layer%s, %s\n", rec.name, digest_hex(rec.config_digest),
+               rec.n_layers, rec.n_layers == 1 ? "" : "s", progress_format_bytes(rec.size, size));
+    }
+    image_record_done(&rec);
+    return 0;
+}

@@ -1,0 +1,364 @@
+/* capsule pull: manifest, config and layers into the store; see pull.h. */
+#include "pull.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "digest.h"
+#include "macro.h"
+#include "manifest.h"
+#include "progress.h"
+#include "unpack.h"
+
+/* Image configs are a few KiB; anything near this is not one. */
+#define PULL_CONFIG_MAX   (8u * 1024u * 1024u)
+#define PULL_PARALLEL_MAX 32u
+
+const char *pull_host_architecture(void)
+{
+#if defined(__x86_64__)
+    return "amd64";
+#elif defined(__aarch64__)
+    return "arm64";
+#elif defined(__i386__)
+    return "386";
+#elif defined(__arm__)
+    return "arm";
+#elif defined(__powerpc64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return "ppc64le";
+#elif defined(__s390x__)
+    return "s390x";
+#elif defined(__riscv) && __riscv_xlen == 64
+    return "riscv64";
+#else
+    return "unknown";
+#endif
+}
+
+/* Fetches and parses a manifest; by_digest's size (if >= 0) must match what came. */
+static int fetch_manifest(struct registry *reg, const char *what, const char *reference,
+                          int64_t size, struct registry_manifest *ret_raw, struct manifest *ret,
+                          struct errmsg *e)
+{
+    struct registry_manifest raw = {0};
+    int r = registry_get_manifest(reg, reference, &raw, e);
+    if (r < 0)
+        return r;
+    if (size >= 0 && (int64_t)raw.len != size) {
+        registry_manifest_done(&raw);
+        return errmsg_set(e, -EBADMSG, "%s: manifest %s has %zu bytes, the index says %lld", what,
+                          reference, raw.len, (long long)size);
+    }
+    r = manifest_parse(raw.data, raw.len, raw.content_type, ret, e);
+    if (r < 0) {
+        registry_manifest_done(&raw);
+        return errmsg_prefix(e, r, "%s", what);
+    }
+    *ret_raw = raw;
+    return 0;
+}
+
+/* Resolves the reference to one image manifest, through an index when there is one. */
+static int resolve_manifest(struct registry *reg, const struct image_ref *ref, const char *what,
+                            const struct pull_opts *o, struct registry_manifest *ret_raw,
+                            struct manifest *ret, struct errmsg *e)
+{
+    const char *reference = ref->digest ? ref->digest : ref->tag;
+    struct registry_manifest raw = {0};
+    struct manifest m = {0};
+    int r = fetch_manifest(reg, what, reference, -1, &raw, &m, e);
+    if (r < 0)
+        return r;
+    if (m.kind == MANIFEST_INDEX) {
+        const char *os = o->os ? o->os : "linux";
+        const char *arch = o->architecture ? o->architecture : pull_host_architecture();
+        const struct descriptor *d = manifest_index_select(&m, os, arch, o->variant, e);
+        if (!d) {
+            manifest_done(&m);
+            registry_manifest_done(&raw);
+            return errmsg_prefix(e, -ENOENT, "%s", what);
+        }
+        _cleanup_free_ char *digest = strdup(d->digest);
+        int64_t size = d->size;
+        manifest_done(&m);
+        registry_manifest_done(&raw);
+        if (!digest)
+            return errmsg_set(e, -ENOMEM, "out of memory");
+        r = fetch_manifest(reg, what, digest, size, &raw, &m, e);
+        if (r < 0)
+            return r;
+        if (m.kind != MANIFEST_IMAGE) {
+            manifest_done(&m);
+            registry_manifest_done(&raw);
+            return errmsg_set(e, -EINVAL, "%s: the index entry %s is itself an index", what,
+                              digest);
+        }
+    }
+    *ret_raw = raw;
+    *ret = m;
+    return 0;
+}
+
+/* The config blob: fetched (unless the store has it), parsed, checked against the manifest. */
+static int fetch_config(struct store *s, struct registry *reg, const char *what,
+                        const struct manifest *m, const struct pull_opts *o, struct errmsg *e)
+{
+    const struct descriptor *d = &m->config;
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    bool cached = store_blob_read(s, d->digest, PULL_CONFIG_MAX, &data, &len, NULL) >= 0;
+    if (!cached) {
+        if (d->size > (int64_t)PULL_CONFIG_MAX)
+            return errmsg_set(e, -EFBIG,
+                              "%s: the image config is %lld bytes; that is not a "
+                              "config",
+                              what, (long long)d->size);
+        int r = registry_get_blob_mem(reg, d->digest, PULL_CONFIG_MAX, &data, &len, e);
+        if (r < 0)
+            return r;
+    }
+    if ((int64_t)len != d->size)
+        return errmsg_set(e, -EBADMSG, "%s: the config has %zu bytes, the manifest says %lld", what,
+                          len, (long long)d->size);
+    struct image_config cfg = {0};
+    int r = image_config_parse(data, len, &cfg, e);
+    if (r < 0)
+        return errmsg_prefix(e, r, "%s", what);
+    if (cfg.n_diff_ids != m->n_layers)
+        r = errmsg_set(e, -EINVAL, "%s: the config lists %zu layers, the manifest %zu", what,
+                       cfg.n_diff_ids, m->n_layers);
+    /* A platform asked for by name must be what the image is, also without an index. */
+    else if (o->architecture && cfg.architecture && strcmp(cfg.architecture, o->architecture))
+        r = errmsg_set(e, -ENOENT, "%s: the image is for %s/%s, not %s/%s", what,
+                       cfg.os ? cfg.os : "?", cfg.architecture, o->os ? o->os : "linux",
+                       o->architecture);
+    image_config_done(&cfg);
+    if (r < 0 || cached)
+        return r;
+    return store_blob_write(s, d->digest, data, len, e);
+}
+
+/* ---- layers, several at once ---- */
+
+struct pull_ctx {
+    struct store *s;
+    struct registry *reg;
+    const struct manifest *m;
+    const struct pull_opts *o;
+    struct progress *prog;
+    atomic_size_t next;
+    pthread_mutex_t lock;
+    int error; /* the first failure; later ones are its consequences */
+    struct errmsg msg;
+};
+
+struct layer_progress {
+    struct pull_ctx *c;
+    size_t i;
+};
+
+static void on_progress(void *userdata, int64_t done, int64_t total)
+{
+    struct layer_progress *lp = userdata;
+    progress_update(lp->c->prog, lp->i, done, total);
+}
+
+/* Unpacks the verified blob into a fresh directory and moves it into layers/. The caller holds
+ * the layer's lock. */
+static int layer_unpack(struct pull_ctx *c, const char *digest, struct errmsg *e)
+{
+    _cleanup_free_ char *blob = NULL, *tmp = NULL;
+    int r = store_blob_path(c->s, digest, &blob);
+    if (r < 0)
+        return errmsg_set(e, r, "out of memory");
+    _cleanup_close_ int fd = open(blob, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errmsg_set(e, negative_errno(), "%s: %m", blob);
+    r = store_layer_tmpdir(c->s, digest, &tmp, e);
+    if (r < 0)
+        return r;
+    r = unpack_layer(fd, tmp, NULL, e);
+    if (r >= 0)
+        r = store_layer_commit(c->s, digest, tmp, e);
+    if (r < 0) {
+        store_remove_tree(tmp);
+        return r;
+    }
+    if (!c->o->keep_blobs)
+        store_blob_remove(c->s, digest);
+    return 0;
+}
+
+static int layer_pull(struct pull_ctx *c, size_t i, struct errmsg *e)
+{
+    const struct descriptor *d = &c->m->layers[i];
+    _cleanup_close_ int lock_fd = -1;
+    /* Another process pulling the same layer holds this lock; once it is ours, the layer is
+     * either there or ours to make. */
+    int r = store_layer_lock(c->s, d->digest, true, true, &lock_fd, e);
+    if (r < 0)
+        return r;
+    if (store_has_layer(c->s, d->digest)) {
+        progress_set_state(c->prog, i, PROGRESS_EXISTS);
+        return 0;
+    }
+    progress_set_state(c->prog, i, PROGRESS_DOWNLOADING);
+    struct store_download dl = {.fd = -1, .lock_fd = -1};
+    r = store_download_begin(c->s, d->digest, &dl, e);
+    if (r < 0)
+        return r;
+    if (r == 0) {
+        struct layer_progress lp = {c, i};
+        r = registry_get_blob(c->reg, d->digest, d->size, dl.fd, dl.offset, on_progress, &lp, e);
+        if (r < 0) {
+            /* Wrong bytes are thrown away; a broken connection's bytes are kept to resume. */
+            store_download_abort(&dl, r != -EBADMSG);
+            return r;
+        }
+        r = store_download_commit(c->s, &dl, e);
+        if (r < 0)
+            return r;
+    }
+    progress_set_state(c->prog, i, PROGRESS_UNPACKING);
+    r = layer_unpack(c, d->digest, e);
+    if (r < 0)
+        return r;
+    progress_set_state(c->prog, i, PROGRESS_DONE);
+    return 0;
+}
+
+static void *layer_worker(void *userdata)
+{
+    struct pull_ctx *c = userdata;
+    for (;;) {
+        size_t i = atomic_fetch_add(&c->next, 1);
+        if (i >= c->m->n_layers)
+            break;
+        pthread_mutex_lock(&c->lock);
+        bool failed = c->error < 0;
+        pthread_mutex_unlock(&c->lock);
+        if (failed)
+            break;
+        struct errmsg e = {{0}};
+        int r = layer_pull(c, i, &e);
+        if (r >= 0)
+            continue;
+        progress_set_state(c->prog, i, PROGRESS_FAILED);
+        pthread_mutex_lock(&c->lock);
+        if (c->error == 0) {
+            c->error = r;
+            errmsg_set(&c->msg, r, "layer %zu of %zu: %s", i + 1, c->m->n_layers, e.text);
+            /* Stops the other downloads; their partial files stay for the next attempt. */
+            registry_cancel(c->reg);
+        }
+        pthread_mutex_unlock(&c->lock);
+        break;
+    }
+    return NULL;
+}
+
+static int fetch_layers(struct pull_ctx *c, struct errmsg *e)
+{
+    size_t n = c->o->parallel ? c->o->parallel : 4;
+    if (n > PULL_PARALLEL_MAX)
+        n = PULL_PARALLEL_MAX;
+    if (n > c->m->n_layers)
+        n = c->m->n_layers;
+    pthread_t threads[PULL_PARALLEL_MAX];
+    size_t started = 0;
+    /* The calling thread is a worker too, so a failed pthread_create only costs parallelism. */
+    for (size_t t = 1; t < n; t++) {
+        if (pthread_create(&threads[started], NULL, layer_worker, c) != 0)
+            break;
+        started++;
+    }
+    layer_worker(c);
+    for (size_t t = 0; t < started; t++)
+        pthread_join(threads[t], NULL);
+    if (c->error < 0)
+        return errmsg_set(e, c->error, "%s", c->msg.text);
+    return 0;
+}
+
+static int record_fill(const char *name, const struct registry_manifest *raw,
+                       const struct manifest *m, struct image_record *rec)
+{
+    *rec = (struct image_record){.pulled_at = (int64_t)time(NULL), .n_layers = m->n_layers};
+    rec->name = strdup(name);
+    rec->manifest_digest = strdup(raw->digest);
+    rec->config_digest = strdup(m->config.digest);
+    rec->layers = calloc(m->n_layers + 1, sizeof(char *));
+    if (!rec->name || !rec->manifest_digest || !rec->config_digest || !rec->layers)
+        return -ENOMEM;
+    for (size_t i = 0; i < m->n_layers; i++) {
+        if (!(rec->layers[i] = strdup(m->layers[i].digest)))
+            return -ENOMEM;
+        rec->size += m->layers[i].size;
+    }
+    return 0;
+}
+
+static int pull_layers(struct store *s, struct registry *reg, const struct manifest *m,
+                       const struct pull_opts *o, struct errmsg *e)
+{
+    struct pull_ctx c = {.s = s, .reg = reg, .m = m, .o = o};
+    int r = 0;
+    if (o->progress_fd >= 0 && m->n_layers > 0 &&
+        progress_new(o->progress_fd, m->n_layers, &c.prog) < 0)
+        return errmsg_set(e, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < m->n_layers; i++) {
+        char label[13];
+        snprintf(label, sizeof(label), "%s", digest_hex(m->layers[i].digest));
+        progress_set_label(c.prog, i, label, m->layers[i].size);
+    }
+    pthread_mutex_init(&c.lock, NULL);
+    r = fetch_layers(&c, e);
+    pthread_mutex_destroy(&c.lock);
+    progress_free(c.prog);
+    return r;
+}
+
+int pull_image(struct store *s, const struct image_ref *ref, const struct pull_opts *o,
+               struct image_record *ret, struct errmsg *e)
+{
+    static const struct pull_opts defaults = {.progress_fd = -1};
+    if (!o)
+        o = &defaults;
+    _cleanup_free_ char *name = NULL;
+    if (image_ref_format(ref, &name) < 0)
+        return errmsg_set(e, -ENOMEM, "out of memory");
+    _cleanup_(registry_freep) struct registry *reg = NULL;
+    int r = registry_open(ref, &o->registry, &reg, e);
+    if (r < 0)
+        return r;
+    struct registry_manifest raw = {0};
+    struct manifest m = {0};
+    r = resolve_manifest(reg, ref, name, o, &raw, &m, e);
+    if (r < 0)
+        return r;
+    struct image_record rec = {0};
+    /* The manifest and config are kept in the store: the record refers to them. */
+    r = store_blob_write(s, raw.digest, raw.data, raw.len, e);
+    if (r >= 0)
+        r = fetch_config(s, reg, name, &m, o, e);
+    if (r >= 0)
+        r = pull_layers(s, reg, &m, o, e);
+    if (r >= 0 && record_fill(name, &raw, &m, &rec) < 0)
+        r = errmsg_set(e, -ENOMEM, "out of memory");
+    /* Last: only a pull whose every layer is in place leaves a record behind. */
+    if (r >= 0)
+        r = store_image_save(s, &rec, e);
+    manifest_done(&m);
+    registry_manifest_done(&raw);
+    if (r >= 0 && ret)
+        *ret = rec;
+    else
+        image_record_done(&rec);
+    return r;
+}

@@ -1,0 +1,120 @@
+"""capsule images / rmi / gc on a cache filled by real pulls: the table and JSON show what was
+pulled, rmi removes records by name or ID, gc frees exactly the layers and blobs nothing uses
+any more and keeps those that a remaining image or a container still needs."""
+
+import json
+import re
+
+import capsuleutil as cu
+
+
+def ok(r):
+    assert r.returncode == 0, f"exit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+    return r
+
+
+def pull_both(images, registry, home):
+    """Pulls "multi" and "other" (they share the base layer). Returns their registry views:
+    {name: (manifest digest, config digest, layers)}."""
+    images.push("multi", registry.host, "multi:1")
+    images.push("other", registry.host, "tools/other:2")
+    out = {}
+    for repo, tag in (("multi", "1"), ("tools/other", "2")):
+        name = f"{registry.host}/{repo}:{tag}"
+        ok(home.capsule("pull", "-q", name))
+        out[name] = registry.image(repo, tag)
+    return out
+
+
+def test_images_table_and_json(images, registry, home):
+    pulled = pull_both(images, registry, home)
+    r = ok(home.capsule("images"))
+    lines = r.stdout.splitlines()
+    assert re.split(r"\s{2,}", lines[0].strip()) == ["NAME", "ID", "LAYERS", "SIZE", "PULLED"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert sorted(rows) == sorted(pulled)
+    for name, (digest, config, layers) in pulled.items():
+        row = rows[name]
+        assert row[1] == cu.hexpart(config)[:12]
+        assert row[2] == str(len(layers))
+        assert lines[1].endswith("just now") or lines[1].endswith("ago"), lines[1]
+
+    r = ok(home.capsule("images", "--digests"))
+    for name, (digest, _, _) in pulled.items():
+        assert digest in r.stdout
+
+    doc = json.loads(ok(home.capsule("images", "--format", "json")).stdout)
+    assert [i["name"] for i in doc] == sorted(pulled)
+    for item in doc:
+        digest, config, layers = pulled[item["name"]]
+        assert item["id"] == config and item["digest"] == digest and item["layers"] == layers
+        assert item["size"] > 0 and isinstance(item["pulled_at"], int)
+
+    r = home.capsule("images", "--format", "yaml")
+    assert r.returncode == 2 and "--format" in r.stderr
+
+
+def test_rmi_and_gc_free_only_what_is_unused(images, registry, home):
+    pulled = pull_both(images, registry, home)
+    multi = f"{registry.host}/multi:1"
+    other = f"{registry.host}/tools/other:2"
+    multi_layers, other_layers = pulled[multi][2], pulled[other][2]
+    shared = set(multi_layers) & set(other_layers)
+    assert len(shared) == 1
+    only_other = set(other_layers) - shared
+
+    # rmi takes the name as users type it: here enroot's form of the same image.
+    r = ok(home.capsule("rmi", f"docker://{registry.host}#tools/other:2"))
+    assert f"Deleted {other}" in r.stdout
+    assert [i["name"] for i in home.images_json()] == [multi]
+    # The layers stay until gc.
+    assert all(home.layer_dir(d).exists() for d in other_layers)
+
+    r = ok(home.capsule("gc"))
+    assert re.search(r"removed 1 layer\b", r.stdout), r.stdout
+    assert "freed" in r.stdout
+    for d in only_other:
+        assert not home.layer_dir(d).exists()
+    for d in multi_layers:  # the shared base layer included
+        assert home.layer_dir(d).exists(), d
+    assert home.blob_file(pulled[multi][0]).exists()  # manifest and config of what is left
+    assert home.blob_file(pulled[multi][1]).exists()
+    assert not home.blob_file(pulled[other][1]).exists()
+
+    # A second gc has nothing left to do.
+    r = ok(home.capsule("gc"))
+    assert "removed 0 layers, 0 blobs" in r.stdout
+
+    # The remaining image is still usable by ID prefix, then gone entirely.
+    config_hex = cu.hexpart(pulled[multi][1])
+    r = ok(home.capsule("rmi", config_hex[:12]))
+    assert f"Deleted {multi}" in r.stdout
+    ok(home.capsule("gc"))
+    assert list((home.cache / "layers" / "sha256").iterdir()) == []
+    assert home.images_json() == []
+
+
+def test_rmi_unknown_image(images, registry, home):
+    r = home.capsule("rmi", f"{registry.host}/nothing:1", "also-nothing")
+    assert r.returncode == 1
+    assert r.stderr.count("capsule: ") == 2, r.stderr
+    assert "not in the cache" in r.stderr
+    r = home.capsule("rmi")
+    assert r.returncode == 2
+
+
+def test_gc_keeps_layers_a_container_uses(images, registry, home):
+    images.push("other", registry.host, "other:1")
+    name = f"{registry.host}/other:1"
+    ok(home.capsule("pull", "-q", name))
+    layers = registry.image("other", "1")[2]
+    ok(home.capsule("create", "--name", "keeper", name, "/bin/true"))
+    ok(home.capsule("rmi", name))
+    ok(home.capsule("gc"))
+    for d in layers:
+        assert home.layer_dir(d).exists(), d
+    ok(home.capsule("rm", "keeper"))
+    r = ok(home.capsule("gc"))
+    assert f"removed {len(layers)} layers" in r.stdout, r.stdout
+    for d in layers:
+        assert not home.layer_dir(d).exists(), d
