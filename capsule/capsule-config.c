@@ -159,6 +159,7 @@ static int apply_file(const char *path, struct capsule_config *c, int slot, stru
         (r = take_path(f, "data_dir", &c->data_dir, e)) < 0 ||
         (r = take_path(f, "credentials", &c->credentials, e)) < 0 ||
         (r = take_path(f, "docker_config", &c->docker_config, e)) < 0 ||
+        (r = take_path(f, "ca_file", &c->ca_file, e)) < 0 ||
         (r = take_path(f, "driver_root", &c->driver_root, e)) < 0 ||
         (r = take_list(f, "insecure_registries", &c->insecure_registries)) < 0 ||
         (r = take_list(f, "mounts", &c->mounts)) < 0 || (r = check_mounts(f, c->mounts, e)) < 0 ||
@@ -205,6 +206,7 @@ void capsule_config_done(struct capsule_config *c)
     strv_free(c->insecure_registries);
     free(c->credentials);
     free(c->docker_config);
+    free(c->ca_file);
     free(c->driver_root);
     strv_free(c->mounts);
     free(c->loaded_from[0]);

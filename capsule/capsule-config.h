@@ -7,6 +7,7 @@
  *   insecure_registries = H H   hosts allowed over plain HTTP (loopback always is)
  *   credentials = PATH          netrc-style credentials; default ~/.config/capsule/credentials
  *   docker_config = PATH        default ~/.docker/config.json
+ *   ca_file = PATH              extra CA bundle (PEM) for registries with a private CA
  *   parallel_downloads = N      1..32, default 4
  *   retries = N                 1..20 extra attempts per request, default 4
  *   driver_root = PATH          default /
@@ -28,6 +29,7 @@ struct capsule_config {
     char **insecure_registries; /* NULL-terminated, never NULL */
     char *credentials;
     char *docker_config;
+    char *ca_file; /* NULL: the system's CAs only */
     unsigned parallel_downloads;
     unsigned retries;
     char *driver_root;

@@ -47,6 +47,7 @@ void cli_registry_opts(const struct cli_ctx *ctx, struct registry_opts *ret)
         .insecure = ctx->config.insecure_registries,
         .netrc_path = ctx->config.credentials,
         .docker_config_path = ctx->config.docker_config,
+        .ca_file = ctx->config.ca_file,
         .retries = ctx->config.retries,
     };
 }

@@ -343,8 +343,12 @@ int pull_image(struct store *s, const struct image_ref *ref, const struct pull_o
     if (r < 0)
         return r;
     struct image_record rec = {0};
+    /* Until the record is saved, nothing references what this pull stores: keep gc away. */
+    _cleanup_close_ int gc_block = -1;
+    r = store_gc_block(s, &gc_block, e);
     /* The manifest and config are kept in the store: the record refers to them. */
-    r = store_blob_write(s, raw.digest, raw.data, raw.len, e);
+    if (r >= 0)
+        r = store_blob_write(s, raw.digest, raw.data, raw.len, e);
     if (r >= 0)
         r = fetch_config(s, reg, name, &m, o, e);
     if (r >= 0)

@@ -224,6 +224,7 @@ static int token_request(struct registry *r, const char *url, struct http_respon
         .headers = headers,
         .timeout_ms = TOKEN_TIMEOUT_MS,
         .connect_timeout_ms = r->connect_timeout_ms,
+        .ca_file = r->ca_file,
         .max_body = TOKEN_ANSWER_MAX,
     };
     int k;

@@ -27,7 +27,7 @@ struct registry {
     char *repository;
     char *user; /* enroot's USER@, or NULL */
     char *name; /* "registry/repository", for messages */
-    char *netrc_path, *docker_config_path;
+    char *netrc_path, *docker_config_path, *ca_file;
     char **insecure;
     unsigned retries;
     long connect_timeout_ms, stall_timeout_s;

@@ -37,10 +37,6 @@ int registry_open(const struct image_ref *ref, const struct registry_opts *o, st
         o = &defaults;
     if (!ref || !ref->registry || !ref->repository)
         return errmsg_set(e, -EINVAL, "registry_open: incomplete image reference");
-    if (o->ca_file)
-        /* lib/http-client cannot hand a CA bundle to curl yet; failing beats ignoring it. */
-        return errmsg_set(e, -EOPNOTSUPP, "a custom CA bundle (%s) is not supported yet",
-                          o->ca_file);
     _cleanup_(registry_freep) struct registry *r = calloc(1, sizeof(*r));
     if (!r)
         return errmsg_set(e, -ENOMEM, "out of memory");
@@ -54,6 +50,7 @@ int registry_open(const struct image_ref *ref, const struct registry_opts *o, st
     q |= strdup_or_null(ref->user, &r->user);
     q |= strdup_or_null(o->netrc_path, &r->netrc_path);
     q |= strdup_or_null(o->docker_config_path, &r->docker_config_path);
+    q |= strdup_or_null(o->ca_file, &r->ca_file);
     if (q < 0 || asprintf(&r->name, "%s/%s", ref->registry, ref->repository) < 0) {
         r->name = NULL;
         return errmsg_set(e, -ENOMEM, "out of memory");
@@ -82,6 +79,7 @@ void registry_free(struct registry *r)
     free(r->name);
     free(r->netrc_path);
     free(r->docker_config_path);
+    free(r->ca_file);
     free(r->base_url);
     strv_free(r->insecure);
     if (r->lock_init)
@@ -154,6 +152,7 @@ static int ping(struct registry *r, const char *scheme, struct errmsg *e)
         .url = url,
         .timeout_ms = REG_SMALL_TIMEOUT_MS,
         .connect_timeout_ms = r->connect_timeout_ms,
+        .ca_file = r->ca_file,
         .max_body = 1024 * 1024,
         .raw = true,
     };
@@ -250,6 +249,8 @@ int registry_attempt(struct registry *r, const struct reg_request *q, struct htt
         .headers = headers,
         .timeout_ms = q->timeout_ms,
         .connect_timeout_ms = r->connect_timeout_ms,
+        .low_speed_time_s = r->stall_timeout_s,
+        .ca_file = r->ca_file,
         .follow_redirects = q->follow_redirects,
         .max_body = q->max_body,
         .raw = true,

@@ -1,6 +1,8 @@
 /* Internals shared by store.c, store-images.c and store-gc.c; not part of the store's API. */
 #pragma once
 
+#include <sys/types.h>
+
 #include <stddef.h>
 
 #include "errmsg.h"
@@ -9,6 +11,9 @@
 struct store {
     char *root;  /* realpath'd */
     int root_fd; /* every access goes relative to it */
+    /* Mode for files the store writes: 0666 less the umask. A cache shared by a group works
+     * when its users have umask 002 and the directory is setgid to the group. */
+    mode_t file_mode;
 };
 
 #define STORE_GC_LOCK "gc.lock"

@@ -36,17 +36,32 @@ static int mkdir_parents(const char *path, mode_t mode)
     }
 }
 
+/* The umask, read from /proc: umask(2) can only be read by setting it, which would race with
+ * threads that create files meanwhile. */
+static mode_t current_umask(void)
+{
+    _cleanup_fclose_ FILE *f = fopen("/proc/self/status", "re");
+    char line[256];
+    unsigned m;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "Umask: %o", &m) == 1)
+            return (mode_t)m & 0777;
+    return 022;
+}
+
 int store_open(const char *root, struct store **ret, struct errmsg *e)
 {
     if (!root || !root[0])
         return errmsg_set(e, -EINVAL, "no cache directory configured");
-    int r = mkdir_parents(root, 0755);
+    /* Directories and files get 0777/0666 less the umask, so a group can share a cache. */
+    int r = mkdir_parents(root, 0777);
     if (r < 0)
         return errmsg_set(e, r, "cache directory '%s': %s", root, strerror(-r));
     struct store *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
     s->root_fd = -1;
+    s->file_mode = 0666 & ~current_umask();
     _cleanup_(store_freep) struct store *guard = s;
     s->root = realpath(root, NULL);
     if (!s->root)
@@ -55,7 +70,7 @@ int store_open(const char *root, struct store **ret, struct errmsg *e)
     if (s->root_fd < 0)
         return errmsg_set(e, negative_errno(), "cache directory '%s': %m", s->root);
     for (size_t i = 0; i < ELEMENTSOF(store_dirs); i++)
-        if (mkdirat(s->root_fd, store_dirs[i], 0755) < 0 && errno != EEXIST)
+        if (mkdirat(s->root_fd, store_dirs[i], 0777) < 0 && errno != EEXIST)
             return errmsg_set(e, negative_errno(), "cache directory '%s/%s': %m", s->root,
                               store_dirs[i]);
     *ret = TAKE_PTR(guard);
@@ -115,7 +130,7 @@ int store_lock(struct store *s, const char *name, int op, int *ret_fd)
     /* Read-only is enough for flock(2), and lets users of a shared cache lock files that
      * another user created. */
     _cleanup_close_ int fd =
-        openat(s->root_fd, rel, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        openat(s->root_fd, rel, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0)
         return negative_errno();
     while (flock(fd, op) < 0)
@@ -182,7 +197,7 @@ int store_write_atomic(struct store *s, const char *rel, const void *data, size_
     if (fd < 0)
         return errmsg_set(e, negative_errno(), "cannot create a file in '%s/tmp': %m", s->root);
     int r = write_all(fd, data, len);
-    if (r >= 0 && (fchmod(fd, 0644) < 0 || fsync(fd) < 0))
+    if (r >= 0 && (fchmod(fd, s->file_mode) < 0 || fsync(fd) < 0))
         r = negative_errno();
     if (r >= 0 && renameat(AT_FDCWD, tmp, s->root_fd, rel) < 0)
         r = negative_errno();
@@ -297,7 +312,7 @@ static int download_open(struct store *s, const char *digest, struct store_downl
     if (asprintf(&d->partial_path, "%s/tmp/%s.partial", s->root, digest_hex(digest)) < 0 ||
         !(d->digest = strdup(digest)))
         return -ENOMEM;
-    d->fd = open(d->partial_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    d->fd = open(d->partial_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (d->fd < 0)
         return errmsg_set(e, negative_errno(), "cannot open '%s': %m", d->partial_path);
     d->offset = lseek(d->fd, 0, SEEK_END);

@@ -237,6 +237,15 @@ static CURLcode setup_handle(CURL *h, const struct http_client_opts *o, struct c
     SET(CURLOPT_TIMEOUT_MS, o->timeout_ms > 0 ? o->timeout_ms : 0L);
     if (o->connect_timeout_ms > 0)
         SET(CURLOPT_CONNECTTIMEOUT_MS, o->connect_timeout_ms);
+    /* A transfer that stalls (a dead peer behind a NAT, a stuck proxy) fails like a timeout,
+     * so callers that retry and resume treat it as one; timeout_ms would cut healthy long
+     * downloads short. */
+    if (o->low_speed_time_s > 0) {
+        SET(CURLOPT_LOW_SPEED_LIMIT, 1024L);
+        SET(CURLOPT_LOW_SPEED_TIME, o->low_speed_time_s);
+    }
+    if (o->ca_file)
+        SET(CURLOPT_CAINFO, o->ca_file);
     if (o->follow_redirects) {
         SET(CURLOPT_FOLLOWLOCATION, 1L);
         SET(CURLOPT_MAXREDIRS, 10L);

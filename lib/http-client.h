@@ -71,6 +71,8 @@ struct http_client_opts {
     long timeout_ms;         /* whole exchange; 0 = no limit */
     long connect_timeout_ms; /* 0 = curl's default */
     bool follow_redirects;   /* up to 10 */
+    long low_speed_time_s;   /* abort with -ETIMEDOUT after this long under 1 KiB/s; 0 = never */
+    const char *ca_file;     /* PEM bundle to verify TLS peers with; NULL = the system's */
     size_t max_body;         /* 0 = HTTP_CLIENT_MAX_BODY; ignored with sink */
     bool raw;                /* true: no Accept-Encoding, body as received (no gunzip) */
     http_sink_fn sink;       /* non-NULL: body goes here and ret->body stays "" */
