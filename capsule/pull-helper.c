@@ -62,6 +62,8 @@ int cli_run_pull_helper(const struct cli_ctx *ctx, const char *image)
     if (pid < 0)
         return cli_fail("fork: %s", strerror(errno));
     if (pid == 0) {
+        /* What the pull prints is not the container's output: keep stdout for the command. */
+        dup2(STDERR_FILENO, STDOUT_FILENO);
         execv(path, argv);
         fprintf(stderr, "capsule: cannot run %s: %s (set CAPSULE_PULL to its path)\n", path,
                 strerror(errno));

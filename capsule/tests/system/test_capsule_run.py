@@ -1,0 +1,227 @@
+"""capsule run and the named-container commands on images pulled from a real registry: Docker's
+Entrypoint/Cmd/Env/WorkingDir rules, exit codes, signals, a read-only root, whiteouts seen
+through the overlay, mounts and home, an ordinary user with and without --remap-root,
+create/start/exec/ps/rm, and what a crash leaves behind (nothing)."""
+
+import os
+import signal
+import shutil
+import time
+
+import pytest
+
+import capsuleutil as cu
+
+IMAGE_TAG = "multi:1"
+
+
+def ok(r):
+    assert r.returncode == 0, f"exit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+    return r
+
+
+@pytest.fixture(scope="module")
+def env(images):
+    """One registry and one capsule home with "multi" pulled, shared by the tests of this module:
+    they only run containers, which leave the cache as it was."""
+    d = cu.short_tmpdir("capsule-run-")
+    reg = cu.Registry(d / "registry")
+    images.push("multi", reg.host, IMAGE_TAG)
+    home = cu.Home(d / "user")
+    os.chmod(d, 0o755)
+    name = f"{reg.host}/{IMAGE_TAG}"
+    ok(home.capsule("pull", "-q", name))
+    yield home, name, reg
+    reg.stop()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_image_entrypoint_cmd_env_workdir(env):
+    home, name, _ = env
+    # Entrypoint /bin/sh + Cmd ["-c", "echo hi"]: the image's own command.
+    assert ok(home.capsule("run", "--no-home", name)).stdout == "hi\n"
+    # Arguments replace Cmd, not Entrypoint; WorkingDir and Env apply.
+    r = ok(home.capsule("run", "--no-home", name, "-c", 'echo "$A $PATH $(pwd)"'))
+    assert r.stdout == "1 /bin /data\n"
+    # --entrypoint drops the image's Cmd; -w and -e override.
+    r = ok(home.capsule("run", "--no-home", "--entrypoint", "/bin/echo", name, "x", "y"))
+    assert r.stdout == "x y\n"
+    r = ok(home.capsule("run", "--no-home", "-w", "/etc", "-e", "A=2", "-e", "HOSTVAR", name,
+                        "-c", 'echo "$A $HOSTVAR $(pwd) $container"',
+                        env={"HOSTVAR": "from-host"}))
+    assert r.stdout == "2 from-host /etc capsule\n"
+
+
+def test_exit_codes(env):
+    home, name, _ = env
+    assert home.capsule("run", "--no-home", name, "-c", "exit 7").returncode == 7
+    r = home.capsule("run", "--no-home", name, "-c", "kill -TERM $$")
+    assert r.returncode == 128 + signal.SIGTERM
+    r = home.capsule("run", "--no-home", "--entrypoint", "/no/such/program", name)
+    assert r.returncode == 127 and "/no/such/program" in r.stderr, r.stderr
+    r = home.capsule("run", "--no-home", "--entrypoint", "/etc/hello", name)
+    assert r.returncode == 126 and "/etc/hello" in r.stderr, r.stderr
+    r = home.capsule("run", "--no-home", "--pull", "never", name.replace("multi", "absent"))
+    assert r.returncode == 125 and "absent" in r.stderr, r.stderr
+
+
+def test_signal_reaches_the_command(env, workdir):
+    home, name, _ = env
+    script = "trap 'echo got-term; exit 42' TERM; echo ready; while :; do busybox sleep 0.1; done"
+    p = home.popen("run", "--no-home", name, "-c", script, log=workdir / "sig.log")
+    cu.wait_for(lambda: "ready" in p.log(), 20, "the container to start")
+    p.popen.send_signal(signal.SIGTERM)
+    assert p.wait(20) == 42
+    assert "got-term" in p.log()
+
+
+def test_root_is_read_only_unless_writable(env):
+    home, name, _ = env
+    r = home.capsule("run", "--no-home", name, "-c", "echo x > /etc/new-file")
+    assert r.returncode != 0 and "Read-only" in r.stderr, r.stderr
+    ok(home.capsule("run", "--no-home", "--writable", name, "-c",
+                    "echo x > /etc/new-file && cat /etc/new-file"))
+    # An anonymous run's writes go with it.
+    r = home.capsule("run", "--no-home", name, "-c", "cat /etc/new-file")
+    assert r.returncode != 0
+    # /tmp is always writable.
+    ok(home.capsule("run", "--no-home", name, "-c", "echo t > /tmp/t && cat /tmp/t"))
+
+
+def test_layers_seen_through_the_overlay(env):
+    home, name, _ = env
+    r = ok(home.capsule("run", "--no-home", name, "-c",
+                        "cat /etc/hello; ls /data; ls /opt; test -e /etc/gone || echo gone-hidden"))
+    assert r.stdout.split("\n") == ["changed", "fresh", "plain", "zstd", "gone-hidden", ""]
+
+
+def test_rootfs_copy_mode_shows_the_same(env, workdir):
+    home, name, _ = env
+    home.write_config(rootfs="copy")
+    try:
+        r = ok(home.capsule("run", "--no-home", name, "-c",
+                            "cat /etc/hello; ls /data; test -e /etc/gone || echo gone-hidden"))
+        assert r.stdout == "changed\nfresh\ngone-hidden\n"
+    finally:
+        home.config_path.unlink()
+
+
+def test_mounts_and_home(env, workdir):
+    home, name, _ = env
+    data = workdir / "data"
+    data.mkdir()
+    (data / "in").write_text("input\n")
+    os.chmod(workdir, 0o755)
+    r = ok(home.capsule("run", "--no-home", "--mount", f"{data}:/in:ro", "--mount",
+                        f"{data}:/out", name, "-c",
+                        "cat /in/in; echo result > /out/result; echo x > /in/x || echo ro"))
+    assert r.stdout == "input\nro\n"
+    assert (data / "result").read_text() == "result\n"
+    # The home directory is mounted at its own path unless --no-home.
+    (home.home / "notes").write_text("mine\n")
+    r = ok(home.capsule("run", name, "-c", 'cat "$HOME/notes"'))
+    assert r.stdout == "mine\n"
+    r = home.capsule("run", "--no-home", name, "-c", f"cat {home.home}/notes")
+    assert r.returncode != 0
+    r = home.capsule("run", "--no-home", "--mount", "relative:/x", name)
+    assert r.returncode == 2 and "relative" in r.stderr
+
+
+def test_ordinary_user_identity(env, workdir):
+    home, name, reg = env
+    uid, gid = cu.ensure_user("capsule-runner")
+    user_home = cu.Home(workdir / "runner", owner=(uid, gid))
+    os.chmod(workdir, 0o755)
+    ok(user_home.capsule("pull", "-q", name))
+    r = ok(user_home.capsule("run", "--no-home", name, "-c",
+                             "busybox id -u; busybox id -g; grep capsule-runner /etc/passwd"))
+    lines = r.stdout.splitlines()
+    assert lines[0] == str(uid) and lines[1] == str(gid)
+    assert lines[2].startswith(f"capsule-runner:x:{uid}:{gid}:")
+    r = ok(user_home.capsule("run", "--no-home", "--remap-root", name, "-c",
+                             "busybox id -u; cat /etc/secret"))
+    # Root inside, but only over the user's own files: the image's 0600 file is readable.
+    assert r.stdout == "0\nsecret\n"
+    # The host's root-only files stay out of reach.
+    r = user_home.capsule("run", "--mount", "/root:/hostroot", "--remap-root", "--no-home", name,
+                          "-c", "ls /hostroot")
+    assert r.returncode != 0
+
+
+def test_pid_namespace(env):
+    home, name, _ = env
+    r = ok(home.capsule("run", "--no-home", "--pid", name, "-c",
+                        "echo $$; ls /proc | grep -c '^[0-9]'"))
+    pid, count = r.stdout.split()
+    # The command is one of the first processes of its own namespace, and sees only them.
+    assert int(pid) <= 2
+    assert int(count) <= 4, r.stdout
+
+
+def test_named_container_lifecycle(env):
+    home, name, _ = env
+    ok(home.capsule("create", "--name", "keeper", "--writable", "--no-home", name, "-c",
+                    "echo run >> /state; busybox wc -l < /state"))
+    r = ok(home.capsule("ps", "-a"))
+    assert "keeper" in r.stdout and "created" in r.stdout
+    assert ok(home.capsule("start", "keeper")).stdout.strip() == "1"
+    # Its writable layer is its own and survives between starts.
+    assert ok(home.capsule("start", "keeper")).stdout.strip() == "2"
+    assert "exited (0)" in ok(home.capsule("ps", "-a")).stdout
+    assert "keeper" not in ok(home.capsule("ps")).stdout
+    r = home.capsule("create", "--name", "keeper", name)
+    assert r.returncode != 0 and "already exists" in r.stderr
+    ok(home.capsule("rm", "keeper"))
+    assert "keeper" not in ok(home.capsule("ps", "-a")).stdout
+    r = home.capsule("start", "keeper")
+    assert r.returncode != 0 and "no container 'keeper'" in r.stderr
+
+
+def test_exec_into_a_running_container(env, workdir):
+    home, name, _ = env
+    p = home.popen("run", "--no-home", "--name", "svc", name, "-c",
+                   "echo inside > /tmp/mark; echo ready; busybox sleep 60",
+                   log=workdir / "svc.log")
+    cu.wait_for(lambda: "ready" in p.log(), 20, "the container to start")
+    r = ok(home.capsule("ps"))
+    assert "svc" in r.stdout and "running" in r.stdout
+    # exec sees the container's own files (its tmpfs /tmp) and environment.
+    r = ok(home.capsule("exec", "svc", "/bin/sh", "-c", 'cat /tmp/mark; echo "$A"'))
+    assert r.stdout == "inside\n1\n"
+    assert home.capsule("exec", "svc", "/bin/sh", "-c", "exit 5").returncode == 5
+    r = home.capsule("rm", "svc")
+    assert r.returncode != 0 and "running" in r.stderr
+    ok(home.capsule("rm", "-f", "svc"))
+    p.wait(20)
+    assert "svc" not in ok(home.capsule("ps", "-a")).stdout
+
+
+def test_a_killed_runner_leaves_nothing(env, workdir):
+    home, name, _ = env
+    p = home.popen("run", "--no-home", "--name", "doomed", name, "-c",
+                   "echo ready; busybox sleep 60", log=workdir / "doomed.log")
+    cu.wait_for(lambda: "ready" in p.log(), 20, "the container to start")
+    p.popen.send_signal(signal.SIGKILL)
+    p.wait(10)
+    # The container dies with its runner; the next command sweeps its entry away.
+    cu.wait_for(lambda: "doomed" not in home.capsule("ps", "-a").stdout, 20,
+                "the dead container to be swept")
+    r = ok(home.capsule("run", "--no-home", "--name", "doomed", name, "-c", "echo again"))
+    assert r.stdout == "again\n"
+
+
+def test_run_pulls_a_missing_image(env, images, workdir):
+    _, name, reg = env
+    fresh = cu.Home(workdir / "fresh")
+    r = ok(fresh.capsule("run", "--no-home", name, "-c", "cat /etc/hello"))
+    assert r.stdout == "changed\n"
+    assert [i["name"] for i in fresh.images_json()] == [name]
+
+
+def test_check_reports_this_host(env):
+    home, _, _ = env
+    r = home.capsule("check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for what in ("user namespaces", "overlayfs in userns", "image cache"):
+        assert any(line.startswith("ok") and what in line for line in r.stdout.splitlines()), \
+            r.stdout
