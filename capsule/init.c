@@ -1,0 +1,249 @@
+/* The command process and its supervisor: exec with PATH lookup and failure reports, the
+ * pid-namespace init, signal forwarding. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "init.h"
+#include "macro.h"
+#include "rootfs.h"
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+static const int forwarded_signals[] = {
+    SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT,
+};
+
+void init_signal_set(sigset_t *ret)
+{
+    sigemptyset(ret);
+    for (size_t i = 0; i < ELEMENTSOF(forwarded_signals); i++)
+        sigaddset(ret, forwarded_signals[i]);
+    sigaddset(ret, SIGCHLD);
+}
+
+bool init_signal_forwarded(int sig)
+{
+    for (size_t i = 0; i < ELEMENTSOF(forwarded_signals); i++)
+        if (forwarded_signals[i] == sig)
+            return true;
+    return false;
+}
+
+bool init_terminal_reached(pid_t pid)
+{
+    int fd = open("/dev/tty", O_RDONLY | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    pid_t fg = tcgetpgrp(fd);
+    close(fd);
+    /* In a pid namespace both read 0 when the group leader (capsule) lives outside it. */
+    pid_t group = getpgid(pid);
+    return fg >= 0 && group >= 0 && fg == group;
+}
+
+int init_exit_code(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return 255;
+}
+
+void init_report(int fd, int err, unsigned flags, const char *msg)
+{
+    struct init_report r = {.err = err, .flags = flags};
+    snprintf(r.msg, sizeof(r.msg), "%s", msg);
+    /* One write of less than PIPE_BUF bytes is atomic; nothing else can be done on failure. */
+    ssize_t n = write(fd, &r, sizeof(r));
+    (void)n;
+}
+
+static const char *env_get(char *const *env, const char *key)
+{
+    size_t n = strlen(key);
+    for (size_t i = 0; env && env[i]; i++)
+        if (strncmp(env[i], key, n) == 0 && env[i][n] == '=')
+            return env[i] + n + 1;
+    return NULL;
+}
+
+/* execvp's rules with the container's PATH instead of ours: a name without '/' is tried in each
+ * PATH directory; not found anywhere is -ENOENT, found but not executable is -EACCES. Returns
+ * only on failure. */
+static int exec_lookup(char *const *argv, char *const *env)
+{
+    const char *name = argv[0];
+    if (strchr(name, '/')) {
+        execve(name, argv, env);
+        return negative_errno();
+    }
+    const char *path = env_get(env, "PATH");
+    if (!path)
+        path = DEFAULT_PATH;
+    size_t name_len = strlen(name);
+    int result = -ENOENT;
+    for (const char *p = path;; p++) {
+        const char *end = strchrnul(p, ':');
+        size_t dir_len = (size_t)(end - p);
+        char buf[4096];
+        if (dir_len + name_len + 2 <= sizeof(buf)) {
+            /* An empty PATH element means the working directory, as in execvp. */
+            int n = dir_len ? snprintf(buf, sizeof(buf), "%.*s/%s", (int)dir_len, p, name)
+                            : snprintf(buf, sizeof(buf), "%s", name);
+            if (n > 0) {
+                execve(buf, argv, env);
+                if (errno == EACCES)
+                    result = -EACCES;
+                else if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG)
+                    return negative_errno();
+            }
+        }
+        if (!*end)
+            break;
+        p = end;
+    }
+    return result;
+}
+
+static char **env_with(char *const *env, const char *key, const char *value)
+{
+    size_t n = 0;
+    while (env && env[n])
+        n++;
+    char **out = calloc(n + 2, sizeof(char *));
+    if (!out)
+        return NULL;
+    size_t j = 0;
+    const char *old = env_get(env, key);
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(env[i], key, strlen(key)) != 0 || env[i][strlen(key)] != '=')
+            out[j++] = env[i];
+    if (asprintf(&out[j], "%s=%s%s%s", key, value, old ? ":" : "", old ? old : "") < 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Runs the image's ldconfig with lib_dir added to the cache; output is noise for the user.
+ * Returns 0 when it ran and succeeded. */
+static int run_ldconfig(const char *lib_dir)
+{
+    static const char *const candidates[] = {"/sbin/ldconfig", "/usr/sbin/ldconfig"};
+    const char *ldconfig = NULL;
+    for (size_t i = 0; i < ELEMENTSOF(candidates) && !ldconfig; i++)
+        if (access(candidates[i], X_OK) == 0)
+            ldconfig = candidates[i];
+    if (!ldconfig)
+        return -ENOENT;
+    pid_t pid = fork();
+    if (pid < 0)
+        return negative_errno();
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null >= 0) {
+            dup2(null, STDOUT_FILENO);
+            dup2(null, STDERR_FILENO);
+        }
+        char *argv[] = {(char *)"ldconfig", (char *)lib_dir, NULL};
+        char *envp[] = {NULL};
+        execve(ldconfig, argv, envp);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return negative_errno();
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+}
+
+static _Noreturn void fail(const struct init_command *c, int err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static _Noreturn void fail(const struct init_command *c, int err, int code, const char *fmt, ...)
+{
+    char msg[ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    init_report(c->report_fd, err, 0, msg);
+    _exit(code);
+}
+
+_Noreturn void init_exec_command(const struct init_command *c)
+{
+    char *const *env = c->env;
+    if (c->run_ldconfig && c->ld_library_dir && run_ldconfig(c->ld_library_dir) < 0) {
+        /* Without a cache entry the loader still finds the injected libraries this way. */
+        char **with = env_with(env, "LD_LIBRARY_PATH", c->ld_library_dir);
+        if (with)
+            env = with;
+    }
+    if (c->make_readonly) {
+        struct errmsg e = {{0}};
+        int r = rootfs_make_readonly(&e);
+        if (r < 0)
+            fail(c, r, 125, "%s", e.text);
+    }
+    const char *cwd = c->cwd ? c->cwd : "/";
+    if (chdir(cwd) < 0)
+        fail(c, negative_errno(), 125, "working directory '%s': %s", cwd, strerror(errno));
+    sigprocmask(SIG_SETMASK, c->mask, NULL);
+    int r = exec_lookup(c->argv, env);
+    fail(c, r, r == -ENOENT ? 127 : 126, "exec '%s': %s", c->argv[0], strerror(-r));
+}
+
+static void reap(pid_t pid, bool reap_all)
+{
+    int status;
+    pid_t w;
+    /* Orphans in a pid namespace become our children: collect them all, leave when the
+     * command is gone (the kernel kills what is left when the init exits). */
+    while ((w = waitpid(reap_all ? -1 : pid, &status, WNOHANG)) > 0)
+        if (w == pid)
+            _exit(init_exit_code(status));
+}
+
+_Noreturn void init_supervise(pid_t pid, bool reap_all)
+{
+    sigset_t set;
+    init_signal_set(&set);
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(&set, &si);
+        if (sig < 0) {
+            if (errno == EINTR)
+                continue;
+            _exit(125);
+        }
+        if (sig == SIGCHLD)
+            reap(pid, reap_all);
+        else if (si.si_code != SI_KERNEL || !init_terminal_reached(pid))
+            kill(pid, sig);
+    }
+}
+
+_Noreturn void init_run(const struct init_command *c)
+{
+    /* vfork: the init only waits meanwhile, and copying its page tables would cost more than
+     * the rest of the start. The command never returns here (execve or _exit). */
+    pid_t pid = vfork();
+    if (pid < 0)
+        fail(c, negative_errno(), 125, "fork the command: %s", strerror(errno));
+    if (pid == 0)
+        init_exec_command(c);
+    /* The parent reads EOF once the command's execve closed the last other copy. The init
+     * lives as long as the container: it keeps none of capsule's other files either. */
+    close(c->report_fd);
+    close_range(3, ~0U, 0);
+    init_supervise(pid, true);
+}

@@ -1,0 +1,433 @@
+/* Everything mounted or written below the container root before pivot_root. Targets are
+ * resolved with openat2(RESOLVE_IN_ROOT) relative to the root, so an image's symlinks (absolute
+ * or with "..") can never make us create or mount anything on the host; mounts then go through
+ * "/proc/self/fd/N" of those fds. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "mounts.h"
+
+#define MAX_LINK_HOPS 16
+#define MAX_DB_SIZE   (16u << 20)
+
+const char *mounts_fd_path(int fd, struct mounts_fd_buf *buf)
+{
+    snprintf(buf->s, sizeof(buf->s), "/proc/self/fd/%d", fd);
+    return buf->s;
+}
+
+int mounts_open_in_root(int root_fd, const char *path, int flags, mode_t mode)
+{
+    while (*path == '/')
+        path++;
+    struct open_how how = {
+        .flags = (unsigned)flags | O_CLOEXEC,
+        .mode = (flags & O_CREAT) ? mode : 0,
+        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+    };
+    long fd = syscall(SYS_openat2, root_fd, *path ? path : ".", &how, sizeof(how));
+    return fd < 0 ? negative_errno() : (int)fd;
+}
+
+/* Splits "a/b/c" into a malloc'd parent "a/b" (or "" for the root) and the last component. */
+static int split_path(const char *path, char **ret_parent, char **ret_name)
+{
+    while (*path == '/')
+        path++;
+    _cleanup_free_ char *copy = strdup(path);
+    if (!copy)
+        return -ENOMEM;
+    size_t n = strlen(copy);
+    while (n > 0 && copy[n - 1] == '/')
+        copy[--n] = '\0';
+    char *slash = strrchr(copy, '/');
+    const char *name = slash ? slash + 1 : copy;
+    if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return -EINVAL;
+    char *parent = strndup(copy, slash ? (size_t)(slash - copy) : 0);
+    char *last = strdup(name);
+    if (!parent || !last) {
+        free(parent);
+        free(last);
+        return -ENOMEM;
+    }
+    *ret_parent = parent;
+    *ret_name = last;
+    return 0;
+}
+
+static int make_path(int root_fd, const char *path, bool dir, int hops);
+
+/* name exists in parent but does not resolve: a dangling symlink. Creates what it points to,
+ * resolved inside the root like any other path. */
+static int make_link_target(int root_fd, int parent_fd, const char *parent, const char *name,
+                            bool dir, int hops)
+{
+    char target[4096];
+    ssize_t n = readlinkat(parent_fd, name, target, sizeof(target) - 1);
+    if (n < 0)
+        return errno == EINVAL ? -EEXIST : negative_errno();
+    target[n] = '\0';
+    _cleanup_free_ char *next = NULL;
+    if (target[0] == '/' ? asprintf(&next, "%s", target) < 0
+                         : asprintf(&next, "%s/%s", parent, target) < 0)
+        return -ENOMEM;
+    return make_path(root_fd, next, dir, hops + 1);
+}
+
+static int make_path(int root_fd, const char *path, bool dir, int hops)
+{
+    int fd = mounts_open_in_root(root_fd, path, O_PATH, 0);
+    if (fd != -ENOENT)
+        return fd;
+    if (hops > MAX_LINK_HOPS)
+        return -ELOOP;
+    _cleanup_free_ char *parent = NULL, *name = NULL;
+    int r = split_path(path, &parent, &name);
+    if (r < 0)
+        return r;
+    _cleanup_close_ int parent_fd = make_path(root_fd, parent, true, hops + 1);
+    if (parent_fd < 0)
+        return parent_fd;
+    if (dir)
+        r = mkdirat(parent_fd, name, 0755) < 0 ? negative_errno() : 0;
+    else {
+        int f = openat(parent_fd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+        r = f < 0 ? negative_errno() : (close(f), 0);
+    }
+    if (r == -EEXIST) {
+        r = make_link_target(root_fd, parent_fd, parent, name, dir, hops);
+        if (r != -EEXIST)
+            return r;
+        /* Somebody else created it meanwhile: fine, open it below. */
+    } else if (r < 0)
+        return r;
+    return mounts_open_in_root(root_fd, path, O_PATH, 0);
+}
+
+int mounts_make_in_root(int root_fd, const char *path, bool dir)
+{
+    return make_path(root_fd, path, dir, 0);
+}
+
+int mounts_remount_readonly(int fd)
+{
+    struct statvfs sv;
+    if (fstatvfs(fd, &sv) < 0)
+        return negative_errno();
+    /* A user namespace may not clear flags that the mount had when it was locked. */
+    static const struct {
+        unsigned long st, ms;
+    } keep[] = {
+        {ST_NOSUID, MS_NOSUID},   {ST_NODEV, MS_NODEV},           {ST_NOEXEC, MS_NOEXEC},
+        {ST_NOATIME, MS_NOATIME}, {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME},
+    };
+    unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY;
+    for (size_t i = 0; i < ELEMENTSOF(keep); i++)
+        if (sv.f_flag & keep[i].st)
+            flags |= keep[i].ms;
+    struct mounts_fd_buf p;
+    return mount(NULL, mounts_fd_path(fd, &p), NULL, flags, NULL) < 0 ? negative_errno() : 0;
+}
+
+/* Read-only binds go through a detached copy: made read-only before it becomes visible, and
+ * mount_setattr() only adds a flag, so locked ones stay as they are. */
+static int bind_readonly(const char *source, int target_fd, bool recursive)
+{
+    _cleanup_close_ int tree = open_tree(
+        AT_FDCWD, source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0));
+    if (tree < 0)
+        return negative_errno();
+    struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+    bool late = mount_setattr(tree, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &attr,
+                              sizeof(attr)) < 0;
+    if (move_mount(tree, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        return negative_errno();
+    /* Kernels before 5.12: remount the top mount the classic way. */
+    return late ? mounts_remount_readonly(tree) : 0;
+}
+
+int mounts_bind(const char *source, int target_fd, bool recursive, bool ro)
+{
+    if (ro)
+        return bind_readonly(source, target_fd, recursive);
+    struct mounts_fd_buf p;
+    unsigned long flags = MS_BIND | (recursive ? MS_REC : 0);
+    return mount(source, mounts_fd_path(target_fd, &p), NULL, flags, NULL) < 0 ? negative_errno()
+                                                                               : 0;
+}
+
+/* Mounts a new filesystem (tmpfs, proc, devpts) on path inside the root. */
+static int mount_fs(int root_fd, const char *path, const char *type, unsigned long flags,
+                    const char *options, struct errmsg *e)
+{
+    _cleanup_close_ int t = mounts_make_in_root(root_fd, path, true);
+    if (t < 0)
+        return errmsg_set(e, t, "mount %s on '%s': %s", type, path, strerror(-t));
+    struct mounts_fd_buf p;
+    if (mount(type, mounts_fd_path(t, &p), type, flags, options) < 0)
+        return errmsg_set(e, negative_errno(), "mount %s on '%s': %m", type, path);
+    return 0;
+}
+
+static int bind_at(int root_fd, const char *source, const char *target, bool recursive, bool ro,
+                   bool optional, struct errmsg *e)
+{
+    struct stat st;
+    if (stat(source, &st) < 0) {
+        if (optional && errno == ENOENT)
+            return 0;
+        return errmsg_set(e, negative_errno(), "mount '%s': %m", source);
+    }
+    _cleanup_close_ int t = mounts_make_in_root(root_fd, target, S_ISDIR(st.st_mode));
+    if (t < 0)
+        return errmsg_set(e, t, "mount '%s' on '%s': mount point: %s", source, target,
+                          strerror(-t));
+    int r = mounts_bind(source, t, recursive, ro);
+    if (r == -EINVAL && !recursive)
+        /* The source has mounts below it that the kernel will not reveal one level at a time
+         * in a user namespace: take them along. */
+        r = mounts_bind(source, t, true, ro);
+    if (r < 0)
+        return errmsg_set(e, r, "mount '%s' on '%s': %s", source, target, strerror(-r));
+    return 0;
+}
+
+static int setup_proc(int root_fd, bool pid_ns, struct errmsg *e)
+{
+    if (pid_ns) {
+        int r = mount_fs(root_fd, "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, e);
+        /* A host whose /proc has parts hidden by other mounts refuses a new procfs. */
+        if (r != -EPERM)
+            return r;
+    }
+    return bind_at(root_fd, "/proc", "/proc", true, false, false, e);
+}
+
+static int dev_bind(int dev_fd, const char *name, struct errmsg *e)
+{
+    char source[64];
+    snprintf(source, sizeof(source), "/dev/%s", name);
+    if (access(source, F_OK) < 0)
+        return 0;
+    _cleanup_close_ int t =
+        openat(dev_fd, name, O_CREAT | O_EXCL | O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (t < 0)
+        return errmsg_set(e, negative_errno(), "mount point /dev/%s: %m", name);
+    int r = mounts_bind(source, t, false, false);
+    if (r < 0)
+        return errmsg_set(e, r, "mount %s: %s", source, strerror(-r));
+    return 0;
+}
+
+static int dev_links(int dev_fd, struct errmsg *e)
+{
+    static const char *const links[][2] = {
+        {"fd", "/proc/self/fd"},       {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
+        {"stderr", "/proc/self/fd/2"}, {"ptmx", "pts/ptmx"},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(links); i++)
+        if (symlinkat(links[i][1], dev_fd, links[i][0]) < 0)
+            return errmsg_set(e, negative_errno(), "symlink /dev/%s: %m", links[i][0]);
+    return 0;
+}
+
+static int setup_dev(int root_fd, struct errmsg *e)
+{
+    static const char *const devices[] = {"null", "zero", "full", "random", "urandom", "tty"};
+    int r = mount_fs(root_fd, "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=1m", e);
+    if (r < 0)
+        return r;
+    _cleanup_close_ int dev = mounts_open_in_root(root_fd, "/dev", O_PATH | O_DIRECTORY, 0);
+    if (dev < 0)
+        return errmsg_set(e, dev, "open /dev: %s", strerror(-dev));
+    for (size_t i = 0; i < ELEMENTSOF(devices); i++)
+        if ((r = dev_bind(dev, devices[i], e)) < 0)
+            return r;
+    if ((r = mount_fs(root_fd, "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                      "newinstance,ptmxmode=0666,mode=0620", e)) < 0 ||
+        (r = mount_fs(root_fd, "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", e)) < 0)
+        return r;
+    return dev_links(dev, e);
+}
+
+static int read_all(int fd, char **ret, size_t *ret_len)
+{
+    size_t cap = 4096, len = 0;
+    _cleanup_free_ char *buf = malloc(cap + 1);
+    if (!buf)
+        return -ENOMEM;
+    for (;;) {
+        if (len == cap) {
+            if (cap >= MAX_DB_SIZE)
+                return -EFBIG;
+            char *bigger = realloc(buf, cap * 2 + 1);
+            if (!bigger)
+                return -ENOMEM;
+            buf = bigger;
+            cap *= 2;
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return negative_errno();
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    *ret = TAKE_PTR(buf);
+    *ret_len = len;
+    return 0;
+}
+
+/* True when a passwd/group line names `name` (field 1) or the id (field 3). */
+static bool db_line_matches(const char *line, size_t len, const char *name, unsigned id)
+{
+    const char *colon = memchr(line, ':', len);
+    if (!colon)
+        return false;
+    size_t name_len = (size_t)(colon - line);
+    if (name_len == strlen(name) && memcmp(line, name, name_len) == 0)
+        return true;
+    const char *f2 = memchr(colon + 1, ':', len - name_len - 1);
+    if (!f2)
+        return false;
+    char idbuf[16];
+    int n = snprintf(idbuf, sizeof(idbuf), "%u", id);
+    size_t rest = len - (size_t)(f2 + 1 - line);
+    return rest > (size_t)n && memcmp(f2 + 1, idbuf, (size_t)n) == 0 && f2[1 + n] == ':';
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return negative_errno();
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Rewrites /etc/passwd or /etc/group of the image: every line kept except an earlier entry for
+ * our name or id, then ours. The write lands in the upper layer (or the private copy). */
+static int write_user_db(int root_fd, const char *file, const char *name, unsigned id,
+                         const char *entry, struct errmsg *e)
+{
+    _cleanup_free_ char *old = NULL, *out = NULL;
+    size_t old_len = 0, out_len = 0;
+    _cleanup_close_ int in = mounts_open_in_root(root_fd, file, O_RDONLY, 0);
+    int r = in >= 0 ? read_all(in, &old, &old_len) : in == -ENOENT ? 0 : in;
+    if (r < 0)
+        return errmsg_set(e, r, "read the image's %s: %s", file, strerror(-r));
+    _cleanup_fclose_ FILE *f = open_memstream(&out, &out_len);
+    if (!f)
+        return -ENOMEM;
+    for (const char *p = old; p && *p;) {
+        const char *nl = strchrnul(p, '\n');
+        size_t len = (size_t)(nl - p);
+        if (len > 0 && !db_line_matches(p, len, name, id))
+            fprintf(f, "%.*s\n", (int)len, p);
+        p = *nl ? nl + 1 : nl;
+    }
+    fprintf(f, "%s\n", entry);
+    if (fclose(TAKE_PTR(f)) != 0)
+        return -ENOMEM;
+    _cleanup_close_ int t = mounts_make_in_root(root_fd, file, false);
+    _cleanup_close_ int w = t < 0 ? t : mounts_open_in_root(root_fd, file, O_WRONLY | O_TRUNC, 0);
+    if (w < 0 || (r = write_all(w, out, out_len)) < 0)
+        return errmsg_set(e, w < 0 ? w : r, "write %s: %s", file, strerror(-(w < 0 ? w : r)));
+    return 0;
+}
+
+static int setup_users(int root_fd, const struct mounts_identity *id, struct errmsg *e)
+{
+    _cleanup_close_ int bash = mounts_open_in_root(root_fd, "/bin/bash", O_PATH, 0);
+    const char *shell = bash >= 0 ? "/bin/bash" : "/bin/sh";
+    char entry[1024];
+    snprintf(entry, sizeof(entry), "%s:x:%u:%u::%s:%s", id->user, (unsigned)id->uid,
+             (unsigned)id->gid, id->home, shell);
+    int r = write_user_db(root_fd, "/etc/passwd", id->user, id->uid, entry, e);
+    if (r < 0)
+        return r;
+    snprintf(entry, sizeof(entry), "%s:x:%u:", id->group, (unsigned)id->gid);
+    return write_user_db(root_fd, "/etc/group", id->group, id->gid, entry, e);
+}
+
+static int setup_link(int root_fd, const struct link_entry *l, struct errmsg *e)
+{
+    _cleanup_free_ char *parent = NULL, *name = NULL;
+    int r = split_path(l->path, &parent, &name);
+    if (r < 0)
+        return errmsg_set(e, r, "link '%s': invalid path", l->path);
+    _cleanup_close_ int dir = mounts_make_in_root(root_fd, parent, true);
+    if (dir < 0)
+        return errmsg_set(e, dir, "link '%s': %s", l->path, strerror(-dir));
+    if (unlinkat(dir, name, 0) < 0 && errno != ENOENT &&
+        !(errno == EISDIR && unlinkat(dir, name, AT_REMOVEDIR) == 0))
+        return errmsg_set(e, negative_errno(), "link '%s': replace: %m", l->path);
+    if (symlinkat(l->target, dir, name) < 0)
+        return errmsg_set(e, negative_errno(), "link '%s' -> '%s': %m", l->path, l->target);
+    return 0;
+}
+
+static int setup_spec(int root_fd, const struct run_spec *spec, struct errmsg *e)
+{
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        const struct mount_entry *m = &spec->mounts[i];
+        if (!m->source || !m->target || m->target[0] != '/')
+            return errmsg_set(e, -EINVAL, "mount '%s': the target must be an absolute path",
+                              m->source ? m->source : "(null)");
+        int r = bind_at(root_fd, m->source, m->target, m->flags & MOUNT_REC, m->flags & MOUNT_RO,
+                        m->flags & MOUNT_OPTIONAL, e);
+        if (r < 0)
+            return r;
+    }
+    for (size_t i = 0; i < spec->n_links; i++) {
+        int r = setup_link(root_fd, &spec->links[i], e);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int mounts_setup(int root_fd, const struct mounts_plan *p, struct errmsg *e)
+{
+    const struct run_spec *spec = p->spec;
+    int r;
+    if ((r = setup_proc(root_fd, spec->pid_ns, e)) < 0 ||
+        (r = bind_at(root_fd, "/sys", "/sys", true, true, false, e)) < 0 ||
+        (r = setup_dev(root_fd, e)) < 0 ||
+        (r = mount_fs(root_fd, "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", e)) < 0 ||
+        (r = bind_at(root_fd, "/etc/hosts", "/etc/hosts", false, true, true, e)) < 0 ||
+        (r = bind_at(root_fd, "/etc/resolv.conf", "/etc/resolv.conf", false, true, true, e)) < 0 ||
+        (r = setup_users(root_fd, &p->id, e)) < 0)
+        return r;
+    if (p->host_home &&
+        (r = bind_at(root_fd, p->host_home, p->host_home, true, false, true, e)) < 0)
+        return r;
+    if ((r = setup_spec(root_fd, spec, e)) < 0)
+        return r;
+    if (spec->cwd && strcmp(spec->cwd, "/") != 0) {
+        /* Docker creates a missing WorkingDir; a failure shows later as a chdir error. */
+        int fd = mounts_make_in_root(root_fd, spec->cwd, true);
+        if (fd >= 0)
+            close(fd);
+    }
+    return 0;
+}

@@ -1,0 +1,55 @@
+/* Mounts inside the container root, done from the new mount namespace before pivot_root: path
+ * helpers that never leave the root, bind helpers that keep locked mount flags, and the
+ * standard set (/proc, /sys, /dev, /tmp, /etc files, home, the spec's mounts and links).
+ * Internal to the runtime. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "errmsg.h"
+#include "runtime.h"
+
+/* "/proc/self/fd/N", the path through which mount(2) reaches what an fd refers to. */
+struct mounts_fd_buf {
+    char s[32];
+};
+const char *mounts_fd_path(int fd, struct mounts_fd_buf *buf);
+
+/* Opens path (absolute or relative, taken inside the root either way) below root_fd with
+ * openat2(RESOLVE_IN_ROOT): symlinks, "..", absolute links all stay inside. Returns the fd
+ * (O_CLOEXEC added) or -errno. */
+int mounts_open_in_root(int root_fd, const char *path, int flags, mode_t mode);
+
+/* Returns an O_PATH fd of path inside the root, creating it when missing: missing parents as
+ * directories (0755), the last component as a directory or an empty file (0644). A dangling
+ * symlink on the way is followed (inside the root) and its target created. -errno on failure. */
+int mounts_make_in_root(int root_fd, const char *path, bool dir);
+
+/* Makes the mount whose root fd refers to read-only, carrying over the flags a user namespace
+ * may not drop (nosuid, nodev, noexec, atime) read with fstatvfs. 0 or -errno. */
+int mounts_remount_readonly(int fd);
+
+/* Bind-mounts source (a host path) onto target_fd. ro: read-only (recursively with recursive),
+ * keeping the source's locked flags. 0 or -errno. */
+int mounts_bind(const char *source, int target_fd, bool recursive, bool ro);
+
+/* Who the user is inside, for /etc/passwd and /etc/group. */
+struct mounts_identity {
+    uid_t uid;
+    gid_t gid;
+    const char *user, *group;
+    const char *home; /* home path inside (the passwd field) */
+};
+
+/* Everything mounts_setup() does, computed by the parent. */
+struct mounts_plan {
+    const struct run_spec *spec;
+    struct mounts_identity id;
+    const char *host_home; /* bound at the same path unless NULL */
+};
+
+/* Sets up everything below the root (see runtime.h for the list and order) and creates the
+ * working directory when missing. 0 or -errno with a message naming the mount. */
+int mounts_setup(int root_fd, const struct mounts_plan *p, struct errmsg *e);
