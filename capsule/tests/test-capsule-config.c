@@ -109,6 +109,22 @@ static void test_errors_name_file_line_key(void **state)
     expect_error("[capsule]\nmounts = /a:/b /c\n", "bad.conf:2: [capsule] mounts");
 }
 
+/* The shipped example must load: users start from it. */
+static void test_deploy_example_loads(void **state)
+{
+    const char *src = getenv("CAPSULE_TEST_SOURCE_DIR");
+    if (!src)
+        skip();
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/../../deploy/capsule.conf.example", src);
+    struct capsule_config c;
+    struct errmsg e = {{0}};
+    if (capsule_config_load(path, "/nonexistent/capsule.conf", &c, &e) < 0)
+        fail_msg("%s", e.text);
+    assert_string_equal(c.loaded_from[0], path);
+    capsule_config_done(&c);
+}
+
 static void test_parse_mount(void **state)
 {
     struct mount_entry m;
@@ -135,6 +151,7 @@ int main(void)
         cmocka_unit_test(test_defaults_follow_xdg),
         cmocka_unit_test(test_user_file_overrides_system_file),
         cmocka_unit_test(test_errors_name_file_line_key),
+        cmocka_unit_test(test_deploy_example_loads),
         cmocka_unit_test(test_parse_mount),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
