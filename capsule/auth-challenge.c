@@ -341,7 +341,7 @@ int auth_token_parse(const void *body, size_t len, struct auth_token *ret, struc
         return errmsg_set(e, -EINVAL, "token server answer: not JSON: %s (offset %d)", jerr.text,
                           jerr.position);
     int r;
-    int64_t expires;
+    int64_t expires = 0;
     const char *tok = NULL;
     if (!json_is_object(root)) {
         r = errmsg_set(e, -EINVAL, "token server answer: not a JSON object");

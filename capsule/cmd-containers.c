@@ -53,7 +53,7 @@ int cmd_start(int argc, char **argv, struct cli_ctx *ctx)
     static const struct option opts[] = {
         {"attach", no_argument, NULL, 'a'}, {"help", no_argument, NULL, 'h'}, {0}};
     bool flags[8] = {0};
-    int idx, rc = parse_flags(argc, argv, "start", "+ah", opts, flags, &idx);
+    int idx = 0, rc = parse_flags(argc, argv, "start", "+ah", opts, flags, &idx);
     if (rc >= 0)
         return rc;
     if (idx + 1 != argc)
@@ -261,7 +261,7 @@ int cmd_rm(int argc, char **argv, struct cli_ctx *ctx)
     static const struct option opts[] = {
         {"force", no_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'}, {0}};
     bool flags[8] = {0};
-    int idx, rc = parse_flags(argc, argv, "rm", "fh", opts, flags, &idx);
+    int idx = 0, rc = parse_flags(argc, argv, "rm", "fh", opts, flags, &idx);
     if (rc >= 0)
         return rc;
     if (idx >= argc)

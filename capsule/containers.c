@@ -61,6 +61,12 @@ char *container_dir(const char *data_dir, const char *name)
     return asprintf(&p, "%s/containers/%s", data_dir, name) < 0 ? NULL : p;
 }
 
+/* dir + "/" + file into path (PATH_MAX bytes); -ENAMETOOLONG rather than a shortened name. */
+static int join(char *path, const char *dir, const char *file)
+{
+    return snprintf(path, PATH_MAX, "%s/%s", dir, file) >= PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
 static json_t *json_from_strv(char *const *v)
 {
     json_t *a = json_array();
@@ -176,16 +182,19 @@ static int write_new_dir(const char *dir, const struct container *c, int *ret_lo
         return errmsg_set(e, -EIO, "cannot write %s", state);
     if (c->writable && !c->ephemeral) {
         char sub[PATH_MAX];
-        snprintf(sub, sizeof(sub), "%s/upper", dir);
+        if (join(sub, dir, "upper") < 0)
+            return errmsg_set(e, -ENAMETOOLONG, "%s: path too long", dir);
         if (mkdir(sub, 0755) < 0)
             return errmsg_set(e, negative_errno(), "mkdir %s: %m", sub);
-        snprintf(sub, sizeof(sub), "%s/work", dir);
+        if (join(sub, dir, "work") < 0)
+            return errmsg_set(e, -ENAMETOOLONG, "%s: path too long", dir);
         if (mkdir(sub, 0700) < 0)
             return errmsg_set(e, negative_errno(), "mkdir %s: %m", sub);
     }
     if (ret_lock_fd) {
         char lock[PATH_MAX];
-        snprintf(lock, sizeof(lock), "%s/lock", dir);
+        if (join(lock, dir, "lock") < 0)
+            return errmsg_set(e, -ENAMETOOLONG, "%s: path too long", dir);
         int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (fd < 0 || flock(fd, LOCK_EX) < 0) {
             closep(&fd);
@@ -231,7 +240,8 @@ int container_create(const char *data_dir, const struct container *c, int *ret_l
 static int read_int_file(const char *dir, const char *file, long *ret)
 {
     char path[PATH_MAX], buf[32];
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    if (join(path, dir, file) < 0)
+        return -ENAMETOOLONG;
     _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
@@ -247,7 +257,8 @@ static int read_int_file(const char *dir, const char *file, long *ret)
 static int write_int_file(const char *dir, const char *file, long v)
 {
     char path[PATH_MAX], tmp[PATH_MAX + 8];
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    if (join(path, dir, file) < 0)
+        return -ENAMETOOLONG;
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     _cleanup_fclose_ FILE *f = fopen(tmp, "we");
     if (!f)
@@ -262,7 +273,8 @@ static int write_int_file(const char *dir, const char *file, long v)
 static bool is_locked(const char *dir)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/lock", dir);
+    if (join(path, dir, "lock") < 0)
+        return false;
     _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
     return fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
 }
@@ -270,7 +282,8 @@ static bool is_locked(const char *dir)
 static int load_dir(const char *dir, struct container *ret, struct errmsg *e)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/state.json", dir);
+    if (join(path, dir, "state.json") < 0)
+        return errmsg_set(e, -ENAMETOOLONG, "%s: path too long", dir);
     json_error_t je;
     _cleanup_(json_decrefp) json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!j)
@@ -314,7 +327,8 @@ int container_list(const char *data_dir, struct container **ret, size_t *ret_n, 
 {
     containers_sweep(data_dir);
     char parent[PATH_MAX];
-    snprintf(parent, sizeof(parent), "%s/containers", data_dir);
+    if (join(parent, data_dir, "containers") < 0)
+        return errmsg_set(e, -ENAMETOOLONG, "%s: path too long", data_dir);
     struct container *list = NULL;
     size_t n = 0;
     _cleanup_(closedirp) DIR *d = opendir(parent);
@@ -326,7 +340,7 @@ int container_list(const char *data_dir, struct container **ret, size_t *ret_n, 
             break;
         list = nl;
         char dir[PATH_MAX];
-        if (snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name) >= (int)sizeof(dir))
+        if (join(dir, parent, de->d_name) < 0)
             continue;
         /* A damaged entry is skipped here; `capsule rm` can still remove it by name. */
         if (load_dir(dir, &list[n], e) >= 0)
@@ -345,7 +359,8 @@ int container_lock(const char *data_dir, const char *name, int *ret_fd, struct e
     char path[PATH_MAX];
     if (!dir)
         return -ENOMEM;
-    snprintf(path, sizeof(path), "%s/lock", dir);
+    if (join(path, dir, "lock") < 0)
+        return errmsg_set(e, -ENAMETOOLONG, "%s: path too long", dir);
     _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
         return errmsg_set(e, negative_errno(), "cannot open %s: %m", path);
@@ -413,13 +428,14 @@ static bool is_leftover(const char *dir, const char *entry)
 void containers_sweep(const char *data_dir)
 {
     char parent[PATH_MAX];
-    snprintf(parent, sizeof(parent), "%s/containers", data_dir);
+    if (join(parent, data_dir, "containers") < 0)
+        return;
     _cleanup_(closedirp) DIR *d = opendir(parent);
     for (struct dirent *de; d && (de = readdir(d));) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
         char dir[PATH_MAX];
-        if (snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name) >= (int)sizeof(dir))
+        if (join(dir, parent, de->d_name) < 0)
             continue;
         if (is_leftover(dir, de->d_name) && store_remove_tree(dir) < 0)
             log_debug("cannot remove leftover %s", dir);

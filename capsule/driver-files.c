@@ -434,7 +434,7 @@ static int run_capture(char *const *argv, char **ret_out, size_t *ret_len, int *
         return negative_errno();
     _cleanup_close_ int rfd = pipefd[0];
     _cleanup_close_ int wfd = pipefd[1];
-    pid_t pid;
+    pid_t pid = -1;
     int r = spawn_to(argv, wfd, &pid);
     if (r < 0)
         return r;

@@ -201,7 +201,8 @@ static void assert_contained(const struct ctx *c)
 
 static void path_in(char *buf, size_t size, const char *dir, const char *rel)
 {
-    snprintf(buf, size, "%s/%s", dir, rel);
+    if (snprintf(buf, size, "%s/%s", dir, rel) >= (int)size)
+        fail_msg("path too long: %s/%s", dir, rel);
 }
 
 static void assert_mode(const char *dir, const char *rel, mode_t want)
