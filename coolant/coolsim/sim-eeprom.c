@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "macro.h"
 
 #define IMAGE_MAX  8192 /* a real image is well under 1 KiB; anything this big is not ours */
@@ -67,20 +68,6 @@ static int image_build(struct image *img, const struct ctl_settings *s, struct e
     return 0;
 }
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return negative_errno();
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* fsyncs the directory holding path, so the rename itself survives a power loss. */
 static int sync_dir(const char *path)
 {
@@ -107,7 +94,7 @@ int sim_eeprom_save(const char *path, const struct ctl_settings *s, struct errms
     if (fd < 0)
         return errmsg_set(e, negative_errno(), "cannot create a temporary file beside '%s': %m",
                           path);
-    r = write_all(fd, img.buf, img.len);
+    r = fd_write_all(fd, img.buf, img.len);
     if (r >= 0 && fchmod(fd, 0644) < 0)
         r = negative_errno();
     if (r >= 0 && fsync(fd) < 0)

@@ -1,0 +1,57 @@
+#include "fileio.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "macro.h"
+
+int fd_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return negative_errno();
+        if (n == 0)
+            return -EIO;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len)
+{
+    size_t cap = 4096, len = 0;
+    _cleanup_free_ char *buf = malloc(cap + 1);
+    if (!buf)
+        return -ENOMEM;
+    for (;;) {
+        if (len == cap) {
+            if (cap > max)
+                return -EFBIG;
+            char *bigger = realloc(buf, cap * 2 + 1);
+            if (!bigger)
+                return -ENOMEM;
+            buf = bigger;
+            cap *= 2;
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return negative_errno();
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    if (len > max)
+        return -EFBIG;
+    buf[len] = '\0';
+    *ret = TAKE_PTR(buf);
+    *ret_len = len;
+    return 0;
+}

@@ -1,0 +1,14 @@
+/* Whole reads and writes on file descriptors: the loops every caller of read(2)/write(2) needs
+ * (EINTR, short transfers, growth), written once. */
+#pragma once
+
+#include <stddef.h>
+
+/* Writes all len bytes of buf, retrying after EINTR and short writes. Returns 0 or -errno
+ * (-EIO if write(2) makes no progress without saying why). */
+int fd_write_all(int fd, const void *buf, size_t len);
+
+/* Reads fd to its end into a new buffer (malloc'd, NUL-terminated; the length excludes the NUL),
+ * at most max bytes: -EFBIG beyond that. Returns 0, -ENOMEM or the read(2) error; *ret and
+ * *ret_len are written only on success. */
+int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len);

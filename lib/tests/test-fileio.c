@@ -1,0 +1,98 @@
+/* Tests for the whole-read/whole-write helpers: pipes deliver data in pieces, which is where the
+ * loops matter, and the size limit must hold exactly. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fileio.h"
+
+/* Writes n bytes of a pattern into a pipe from a child, in odd-sized pieces. */
+static int pipe_from_child(size_t n)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        char *data = malloc(n ? n : 1);
+        for (size_t i = 0; i < n; i++)
+            data[i] = (char)('a' + i % 26);
+        for (size_t off = 0; off < n; off += 777)
+            if (fd_write_all(p[1], data + off, n - off < 777 ? n - off : 777) < 0)
+                _exit(1);
+        _exit(0);
+    }
+    close(p[1]);
+    return p[0];
+}
+
+static void test_reads_everything_in_pieces(void **state)
+{
+    int fd = pipe_from_child(100000);
+    char *buf;
+    size_t len;
+    assert_int_equal(fd_read_all(fd, 1 << 20, &buf, &len), 0);
+    assert_int_equal(len, 100000);
+    assert_int_equal(buf[len], '\0');
+    assert_int_equal(buf[99999], 'a' + 99999 % 26);
+    free(buf);
+    close(fd);
+    int status;
+    wait(&status);
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void test_limit_is_exact(void **state)
+{
+    int fd = pipe_from_child(5000);
+    char *buf = NULL;
+    size_t len;
+    assert_int_equal(fd_read_all(fd, 4999, &buf, &len), -EFBIG);
+    assert_null(buf);
+    close(fd);
+    wait(NULL);
+    fd = pipe_from_child(5000);
+    assert_int_equal(fd_read_all(fd, 5000, &buf, &len), 0);
+    assert_int_equal(len, 5000);
+    free(buf);
+    close(fd);
+    wait(NULL);
+    fd = pipe_from_child(0);
+    assert_int_equal(fd_read_all(fd, 10, &buf, &len), 0);
+    assert_int_equal(len, 0);
+    assert_string_equal(buf, "");
+    free(buf);
+    close(fd);
+    wait(NULL);
+}
+
+static void test_write_errors(void **state)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    close(p[0]);
+    signal(SIGPIPE, SIG_IGN);
+    assert_int_equal(fd_write_all(p[1], "x", 1), -EPIPE);
+    close(p[1]);
+    assert_int_equal(fd_write_all(-1, "x", 1), -EBADF);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reads_everything_in_pieces),
+        cmocka_unit_test(test_limit_is_exact),
+        cmocka_unit_test(test_write_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
