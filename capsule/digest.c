@@ -15,26 +15,6 @@ struct digest_ctx {
     char expected[DIGEST_STRING_MAX];
 };
 
-static bool is_lower_hex(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return false;
-    return true;
-}
-
-bool digest_valid(const char *s)
-{
-    if (!s)
-        return false;
-    size_t n = strlen(s);
-    if (strncmp(s, "sha256:", 7) == 0)
-        return n == 7 + 64 && is_lower_hex(s + 7, 64);
-    if (strncmp(s, "sha512:", 7) == 0)
-        return n == 7 + 128 && is_lower_hex(s + 7, 128);
-    return false;
-}
-
 static int ctx_new(bool sha512, struct digest_ctx **ret)
 {
     struct digest_ctx *c = calloc(1, sizeof(*c));
@@ -132,10 +112,4 @@ void digest_sha256(const void *data, size_t len, char out[DIGEST_STRING_MAX])
     digest_update(&c, data, len);
     digest_final(&c, out);
     EVP_MD_CTX_free(c.md);
-}
-
-const char *digest_hex(const char *digest)
-{
-    const char *colon = strchr(digest, ':');
-    return colon ? colon + 1 : digest;
 }

@@ -112,7 +112,7 @@ static int fetch_config(struct store *s, struct registry *reg, const char *what,
     const struct descriptor *d = &m->config;
     _cleanup_free_ char *data = NULL;
     size_t len = 0;
-    bool cached = store_blob_read(s, d->digest, PULL_CONFIG_MAX, &data, &len, NULL) >= 0;
+    bool cached = store_blob_read_verified(s, d->digest, PULL_CONFIG_MAX, &data, &len, NULL) >= 0;
     if (!cached) {
         if (d->size > (int64_t)PULL_CONFIG_MAX)
             return errmsg_set(e, -EFBIG,

@@ -1,7 +1,9 @@
-/* Image records: images/<sha256 of the name>.json, one per canonical image name, written to
- * tmp/ and renamed into place. */
+/* Image records: images/<escaped name>.json, one per canonical image name, written to tmp/ and
+ * renamed into place. */
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
@@ -31,11 +33,36 @@ void image_record_done(struct image_record *r)
     *r = (struct image_record){0};
 }
 
+/* 64-bit FNV-1a: tells apart long names that share an escaped prefix. Not a security measure:
+ * a record's own "name" field is what a lookup checks. */
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+/* images/<name>.json with every byte outside [A-Za-z0-9._-] written as %XX, so the file name
+ * says which image it is; names whose escaped form would be too long for a file name keep 200
+ * bytes of it and a hash of the whole. No cryptographic hash: `capsule run` looks records up and
+ * must not load OpenSSL for it (cli.h). */
 static void record_path(const char *name, char buf[PATH_MAX])
 {
-    char d[DIGEST_STRING_MAX];
-    digest_sha256(name, strlen(name), d);
-    snprintf(buf, PATH_MAX, "images/%s.json", digest_hex(d));
+    char esc[256];
+    size_t n = 0;
+    const unsigned char *p = (const unsigned char *)name;
+    for (; *p && n < 200; p++) {
+        if (isalnum(*p) || *p == '.' || *p == '_' || *p == '-')
+            esc[n++] = (char)*p;
+        else
+            n += (size_t)snprintf(esc + n, sizeof(esc) - n, "%%%02X", *p);
+    }
+    esc[n] = '\0';
+    if (!*p)
+        snprintf(buf, PATH_MAX, "images/%s.json", esc);
+    else
+        snprintf(buf, PATH_MAX, "images/%s~%016llx.json", esc, (unsigned long long)fnv1a(name));
 }
 
 static int record_check(const struct image_record *r, struct errmsg *e)

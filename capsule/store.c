@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "digest.h"
+#include "fileio.h"
 #include "store-private.h"
 
 static const char *const store_dirs[] = {
@@ -174,19 +175,6 @@ int store_read_file(int dfd, const char *rel, size_t max, char **ret, size_t *re
     return 0;
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-    for (size_t done = 0; done < len;) {
-        ssize_t n = write(fd, (const char *)data + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return negative_errno();
-        done += (size_t)n;
-    }
-    return 0;
-}
-
 int store_write_atomic(struct store *s, const char *rel, const void *data, size_t len,
                        struct errmsg *e)
 {
@@ -196,7 +184,7 @@ int store_write_atomic(struct store *s, const char *rel, const void *data, size_
     _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return errmsg_set(e, negative_errno(), "cannot create a file in '%s/tmp': %m", s->root);
-    int r = write_all(fd, data, len);
+    int r = fd_write_all(fd, data, len);
     if (r >= 0 && (fchmod(fd, s->file_mode) < 0 || fsync(fd) < 0))
         r = negative_errno();
     if (r >= 0 && renameat(AT_FDCWD, tmp, s->root_fd, rel) < 0)
@@ -226,51 +214,17 @@ int store_blob_read(const struct store *s, const char *digest, size_t max, char 
     char rel[PATH_MAX];
     if (store_rel_path("blobs", digest, rel, sizeof(rel)) < 0)
         return errmsg_set(e, -EINVAL, "'%.80s' is not a valid digest", digest);
-    _cleanup_free_ char *data = NULL;
     size_t len;
-    int r = store_read_file(s->root_fd, rel, max, &data, &len);
+    int r = store_read_file(s->root_fd, rel, max, ret_data, &len);
     if (r == -ENOENT)
         return errmsg_set(e, r, "blob %s is not in the cache", digest);
     if (r == -EFBIG)
         return errmsg_set(e, r, "blob %s is larger than %zu bytes", digest, max);
     if (r < 0)
         return errmsg_set(e, r, "blob '%s/%s': %s", s->root, rel, strerror(-r));
-    _cleanup_(digest_freep) struct digest_ctx *c = NULL;
-    r = digest_begin(digest, &c, e);
-    if (r < 0)
-        return r;
-    digest_update(c, data, len);
-    r = digest_verify(c, e);
-    if (r == -EBADMSG) {
-        /* A damaged cache entry would fail every later run too: drop it so a pull refetches. */
-        (void)unlinkat(s->root_fd, rel, 0);
-        return errmsg_prefix(e, r, "blob '%s/%s' was damaged and is removed; pull the image again",
-                             s->root, rel);
-    }
-    if (r < 0)
-        return r;
-    *ret_data = TAKE_PTR(data);
     if (ret_len)
         *ret_len = len;
     return 0;
-}
-
-int store_blob_write(struct store *s, const char *digest, const void *data, size_t len,
-                     struct errmsg *e)
-{
-    _cleanup_(digest_freep) struct digest_ctx *c = NULL;
-    int r = digest_begin(digest, &c, e);
-    if (r < 0)
-        return r;
-    digest_update(c, data, len);
-    r = digest_verify(c, e);
-    if (r < 0)
-        return r;
-    char rel[PATH_MAX];
-    r = store_rel_path("blobs", digest, rel, sizeof(rel));
-    if (r < 0)
-        return r;
-    return store_write_atomic(s, rel, data, len, e);
 }
 
 int store_blob_remove(struct store *s, const char *digest)

@@ -42,11 +42,16 @@ const char *store_root(const struct store *s);
 /* Path of a blob (whether or not it exists), malloc'd. digest must be digest_valid(). */
 int store_blob_path(const struct store *s, const char *digest, char **ret);
 bool store_has_blob(const struct store *s, const char *digest);
-/* Reads a whole small blob (manifest, config; at most max bytes) and verifies its digest again.
- * Returns 0 and a malloc'd NUL-terminated copy, -ENOENT if absent, -EFBIG, -EBADMSG if the file
- * no longer matches its digest (the file is then removed). */
+/* Reads a whole small blob (manifest, config; at most max bytes) as it is in the cache: not
+ * hashed again, since blobs/ only ever receives verified content by rename (and hashing would
+ * load OpenSSL into `capsule run`). Returns 0 and a malloc'd NUL-terminated copy, -ENOENT if
+ * absent, -EFBIG. */
 int store_blob_read(const struct store *s, const char *digest, size_t max, char **ret_data,
                     size_t *ret_len, struct errmsg *e);
+/* The same, verified against the digest (store-blobs.c, for pulls): -EBADMSG if the file no
+ * longer matches (it is then removed). */
+int store_blob_read_verified(const struct store *s, const char *digest, size_t max, char **ret_data,
+                             size_t *ret_len, struct errmsg *e);
 /* Verifies data against digest and stores it atomically. -EBADMSG on mismatch (nothing stored). */
 int store_blob_write(struct store *s, const char *digest, const void *data, size_t len,
                      struct errmsg *e);

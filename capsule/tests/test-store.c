@@ -153,7 +153,7 @@ static void test_blobs(void **state)
 
     /* A blob damaged on disk is detected on read and dropped, so that a pull fetches it. */
     write_file(path, "{\"config\":9}");
-    assert_int_equal(store_blob_read(c->s, d, 1024, &data, &len, &e), -EBADMSG);
+    assert_int_equal(store_blob_read_verified(c->s, d, 1024, &data, &len, &e), -EBADMSG);
     assert_non_null(strstr(e.text, "pull"));
     assert_false(exists(path));
     free(path);
@@ -507,10 +507,10 @@ static void test_image_invalid_and_damaged(void **state)
 
     save(c->s, "x.io/a:1", config_a, NULL);
     save(c->s, "x.io/b:1", config_b, NULL);
-    /* Damage a's record in place. */
-    char d[DIGEST_STRING_MAX], p[PATH_MAX];
-    sha("x.io/a:1", d);
-    snprintf(p, sizeof(p), "%s/images/%s.json", c->root, digest_hex(d));
+    /* Damage a's record in place (records are named by the escaped image name). */
+    char p[PATH_MAX], q[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/images/x.io%%2Fa%%3A1.json", c->root);
+    assert_true(exists(p));
     write_file(p, "{\"schema\":1,\"name\":");
     assert_int_equal(store_image_load(c->s, "x.io/a:1", &r, &e), -EBADMSG);
     assert_non_null(strstr(e.text, "x.io/a:1"));
@@ -521,12 +521,33 @@ static void test_image_invalid_and_damaged(void **state)
     image_record_done(&v[0]);
     free(v);
     /* A record that names another image under a's file is damaged too. */
-    snprintf(p, sizeof(p), "%s/images/%s.json", c->root, digest_hex(d));
-    sha("x.io/b:1", d);
-    char q[PATH_MAX];
-    snprintf(q, sizeof(q), "%s/images/%s.json", c->root, digest_hex(d));
+    snprintf(q, sizeof(q), "%s/images/x.io%%2Fb%%3A1.json", c->root);
     assert_int_equal(rename(q, p), 0);
     assert_int_equal(store_image_load(c->s, "x.io/a:1", &r, &e), -EBADMSG);
+}
+
+/* Names too long for a file name of their own share an escaped prefix and still get one record
+ * each. */
+static void test_image_long_names(void **state)
+{
+    struct ctx *c = *state;
+    char a[300], b[300];
+    snprintf(a, sizeof(a), "x.io/%0250d:1", 0);
+    snprintf(b, sizeof(b), "x.io/%0250d:2", 0);
+    save(c->s, a, config_a, NULL);
+    save(c->s, b, config_b, NULL);
+    struct image_record r;
+    struct errmsg e = {""};
+    assert_int_equal(store_image_load(c->s, a, &r, &e), 0);
+    assert_string_equal(r.config_digest, config_a);
+    image_record_done(&r);
+    assert_int_equal(store_image_load(c->s, b, &r, &e), 0);
+    assert_string_equal(r.config_digest, config_b);
+    image_record_done(&r);
+    assert_int_equal(store_image_remove(c->s, a, &e), 0);
+    assert_int_equal(store_image_load(c->s, a, &r, &e), -ENOENT);
+    assert_int_equal(store_image_load(c->s, b, &r, &e), 0);
+    image_record_done(&r);
 }
 
 /* ---- gc ---- */
@@ -785,6 +806,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_concurrent_unpack_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_images, setup, teardown),
         cmocka_unit_test_setup_teardown(test_image_invalid_and_damaged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_image_long_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc_tmp_and_pull_block, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_tree_permissions, setup, teardown),
