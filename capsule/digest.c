@@ -113,3 +113,13 @@ void digest_sha256(const void *data, size_t len, char out[DIGEST_STRING_MAX])
     digest_final(&c, out);
     EVP_MD_CTX_free(c.md);
 }
+
+int digest_check(const char *expected, const void *data, size_t len, struct errmsg *e)
+{
+    _cleanup_(digest_freep) struct digest_ctx *c = NULL;
+    int r = digest_begin(expected, &c, e);
+    if (r < 0)
+        return r;
+    digest_update(c, data, len);
+    return digest_verify(c, e);
+}

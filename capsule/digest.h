@@ -31,6 +31,10 @@ int digest_verify(struct digest_ctx *c, struct errmsg *e);
 void digest_free(struct digest_ctx *c);
 DEFINE_POINTER_CLEANUP(struct digest_ctx, digest_free)
 
+/* One-shot check of a buffer against an expected digest: 0, -EBADMSG with the mismatch message,
+ * -EINVAL for a malformed digest, -ENOMEM. */
+int digest_check(const char *expected, const void *data, size_t len, struct errmsg *e);
+
 /* One-shot: the sha256 digest of a buffer into out. */
 void digest_sha256(const void *data, size_t len, char out[DIGEST_STRING_MAX]);
 

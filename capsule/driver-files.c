@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "fileio.h"
 #include "macro.h"
 #include "strv.h"
 
@@ -363,37 +364,6 @@ static const char *find_ldconfig(void)
     return NULL;
 }
 
-/* Reads all of fd (up to LDCACHE_OUTPUT_MAX) into a new buffer. */
-static int read_all(int fd, char **ret, size_t *ret_len)
-{
-    size_t len = 0, cap = 65536;
-    _cleanup_free_ char *buf = malloc(cap);
-    if (!buf)
-        return -ENOMEM;
-    for (;;) {
-        if (len == cap) {
-            if (cap >= LDCACHE_OUTPUT_MAX)
-                return -EFBIG;
-            char *nb = realloc(buf, cap * 2);
-            if (!nb)
-                return -ENOMEM;
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t k = read(fd, buf + len, cap - len);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return negative_errno();
-        if (k == 0)
-            break;
-        len += (size_t)k;
-    }
-    *ret = TAKE_PTR(buf);
-    *ret_len = len;
-    return 0;
-}
-
 /* Starts argv with stdout on wfd, stdin and stderr on /dev/null. */
 static int spawn_to(char *const *argv, int wfd, pid_t *ret_pid)
 {
@@ -442,7 +412,7 @@ static int run_capture(char *const *argv, char **ret_out, size_t *ret_len, int *
     wfd = -1;
     _cleanup_free_ char *out = NULL;
     size_t len = 0;
-    int rr = read_all(rfd, &out, &len);
+    int rr = fd_read_all(rfd, LDCACHE_OUTPUT_MAX, &out, &len);
     closep(&rfd);
     rfd = -1;
     int status = 0;

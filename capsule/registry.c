@@ -397,12 +397,7 @@ int registry_get_manifest(struct registry *r, const char *reference, struct regi
         return k;
     }
     if (by_digest) {
-        _cleanup_(digest_freep) struct digest_ctx *dc = NULL;
-        k = digest_begin(reference, &dc, e);
-        if (k >= 0) {
-            digest_update(dc, resp.body, resp.body_len);
-            k = digest_verify(dc, e);
-        }
+        k = digest_check(reference, resp.body, resp.body_len, e);
         if (k < 0) {
             http_response_done(&resp);
             return errmsg_prefix(e, k, "%s", what);
@@ -448,12 +443,7 @@ int registry_get_blob_mem(struct registry *r, const char *digest, size_t max, ch
         http_response_done(&resp);
         return k;
     }
-    _cleanup_(digest_freep) struct digest_ctx *dc = NULL;
-    k = digest_begin(digest, &dc, e);
-    if (k >= 0) {
-        digest_update(dc, resp.body, resp.body_len);
-        k = digest_verify(dc, e);
-    }
+    k = digest_check(digest, resp.body, resp.body_len, e);
     if (k < 0) {
         http_response_done(&resp);
         return errmsg_prefix(e, k, "%s", what);

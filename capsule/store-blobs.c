@@ -19,12 +19,7 @@ int store_blob_read_verified(const struct store *s, const char *digest, size_t m
     int r = store_blob_read(s, digest, max, &data, &len, e);
     if (r < 0)
         return r;
-    _cleanup_(digest_freep) struct digest_ctx *c = NULL;
-    r = digest_begin(digest, &c, e);
-    if (r < 0)
-        return r;
-    digest_update(c, data, len);
-    r = digest_verify(c, e);
+    r = digest_check(digest, data, len, e);
     if (r == -EBADMSG) {
         /* A damaged cache entry would fail every later pull too: drop it so it is refetched. */
         char rel[PATH_MAX];
@@ -46,12 +41,7 @@ int store_blob_read_verified(const struct store *s, const char *digest, size_t m
 int store_blob_write(struct store *s, const char *digest, const void *data, size_t len,
                      struct errmsg *e)
 {
-    _cleanup_(digest_freep) struct digest_ctx *c = NULL;
-    int r = digest_begin(digest, &c, e);
-    if (r < 0)
-        return r;
-    digest_update(c, data, len);
-    r = digest_verify(c, e);
+    int r = digest_check(digest, data, len, e);
     if (r < 0)
         return r;
     char rel[PATH_MAX];
