@@ -214,6 +214,33 @@ void capsule_config_done(struct capsule_config *c)
     *c = (struct capsule_config){0};
 }
 
+/* The target as Docker cleans it (filepath.Clean): no empty or "." components, ".." taken
+ * lexically, so that "/x/../y" is "/y" and not a mount point the runtime cannot create. */
+static char *clean_target(const char *path)
+{
+    char *out = malloc(strlen(path) + 2);
+    if (!out)
+        return NULL;
+    size_t n = 0;
+    for (const char *p = path; *p;) {
+        size_t len = strcspn(p, "/");
+        if (len == 2 && p[0] == '.' && p[1] == '.') {
+            while (n > 0 && out[--n] != '/')
+                ;
+        } else if (len > 0 && !(len == 1 && p[0] == '.')) {
+            out[n++] = '/';
+            memcpy(out + n, p, len);
+            n += len;
+        }
+        p += len;
+        p += strspn(p, "/");
+    }
+    if (n == 0)
+        out[n++] = '/';
+    out[n] = '\0';
+    return out;
+}
+
 int capsule_parse_mount(const char *s, struct mount_entry *ret, struct errmsg *e)
 {
     _cleanup_free_ char *copy = strdup(s);
@@ -234,11 +261,22 @@ int capsule_parse_mount(const char *s, struct mount_entry *ret, struct errmsg *e
         flags |= MOUNT_RO;
     else if (mode && strcmp(mode, "rw") != 0)
         return errmsg_set(e, -EINVAL, "mount '%s': '%s' is not ro or rw", s, mode);
-    char *source = strdup(src), *target = strdup(dst);
+    char *source = strdup(src), *target = clean_target(dst);
     if (!source || !target) {
         free(source);
         free(target);
         return -ENOMEM;
+    }
+    /* Checked again where the mount is made (a symlink of the image can lead there too); here
+     * it fails before anything is pulled. */
+    if (strcmp(target, "/") == 0 || strcmp(target, "/proc") == 0) {
+        const char *what = strcmp(target, "/") == 0 ? "root" : "/proc";
+        free(source);
+        free(target);
+        return errmsg_set(e, -EINVAL,
+                          "mount '%s': the container's %s cannot be replaced; mount it on a "
+                          "directory below",
+                          s, what);
     }
     *ret = (struct mount_entry){.source = source, .target = target, .flags = flags};
     return 0;

@@ -64,9 +64,10 @@ int cmd_start(int argc, char **argv, struct cli_ctx *ctx)
     _cleanup_(store_freep) struct store *st = NULL;
     _cleanup_close_ int lock_fd = -1;
     _cleanup_free_ char *dir = container_dir(data, name), *upper = NULL, *work = NULL;
+    /* Failures of capsule itself are 125, never a status the command could have returned. */
     if (container_load(data, name, &c, &e) < 0 || container_lock(data, name, &lock_fd, &e) < 0) {
         container_done(&c);
-        return cli_fail("%s", e.text);
+        return cli_fail("%s", e.text), LAUNCH_EXIT_FAILED;
     }
     if (c.writable &&
         (asprintf(&upper, "%s/upper", dir) < 0 || asprintf(&work, "%s/work", dir) < 0))
@@ -123,7 +124,7 @@ int cmd_exec(int argc, char **argv, struct cli_ctx *ctx)
     int c;
     while ((c = getopt_long(argc, argv, "+e:w:h", opts, NULL)) != -1) {
         if (c == 'e' && strv_push(&set, optarg) < 0)
-            return cli_fail("out of memory");
+            return cli_fail("out of memory"), LAUNCH_EXIT_FAILED;
         else if (c == 'w')
             cwd = optarg;
         else if (c == 'h')
@@ -135,17 +136,20 @@ int cmd_exec(int argc, char **argv, struct cli_ctx *ctx)
         return cli_usage(cmd, "give a container name and a command");
     struct container ct = {0};
     struct errmsg e = {{0}};
+    /* As for start: capsule's own failures must not look like the command's exit status. */
     if (container_load(ctx->config.data_dir, argv[optind], &ct, &e) < 0)
-        return cli_fail("%s", e.text);
+        return cli_fail("%s", e.text), LAUNCH_EXIT_FAILED;
     bool running = ct.running;
     pid_t pid = ct.pid;
     container_done(&ct);
     if (!running || pid <= 0)
-        return cli_fail("container '%s' is not running", argv[optind]);
+        return cli_fail("container '%s' is not running; start it with capsule start %s",
+                        argv[optind], argv[optind]),
+               LAUNCH_EXIT_FAILED;
     _cleanup_strv_free_ char **env = read_environ(pid);
     for (size_t i = 0; env && set[i]; i++)
         if (strv_env_put(&env, set[i]) < 0)
-            return cli_fail("--env '%s': expected K=V", set[i]);
+            return cli_fail("--env '%s': expected K=V", set[i]), LAUNCH_EXIT_FAILED;
     int code = LAUNCH_EXIT_FAILED;
     int r = runtime_exec(pid, argv + optind + 1, env, cwd, &code, &e);
     if (r < 0) {

@@ -99,6 +99,11 @@ int cmd_pull(int argc, char **argv, struct cli_ctx *ctx)
     struct image_record rec = {0};
     int r = pull_image(s, &ref, &o, &rec, &e);
     image_ref_done(&ref);
+    /* What was downloaded so far stays for the next attempt; what to do is make room. */
+    if (r == -ENOSPC || r == -EDQUOT)
+        return cli_fail("%s; make room in the cache %s (capsule rmi and capsule gc remove unused "
+                        "images) or set cache_dir in capsule.conf",
+                        e.text, store_root(s));
     if (r < 0)
         return cli_fail("%s", e.text);
     if (quiet)

@@ -369,6 +369,10 @@ int container_lock(const char *data_dir, const char *name, int *ret_fd, struct e
         read_int_file(dir, "pid", &pid);
         return errmsg_set(e, -EBUSY, "container '%s' is already running (pid %ld)", name, pid);
     }
+    /* The pid of an earlier run is long gone, and maybe another process's now: until this run
+     * records its own, rm -f must have nothing to kill and exec nothing to enter. */
+    if (join(path, dir, "pid") == 0 && unlink(path) < 0 && errno != ENOENT)
+        return errmsg_set(e, negative_errno(), "cannot remove %s/pid: %m", dir);
     *ret_fd = TAKE_FD(fd);
     return 0;
 }

@@ -61,7 +61,8 @@ int container_load(const char *data_dir, const char *name, struct container *ret
 int container_list(const char *data_dir, struct container **ret, size_t *ret_n, struct errmsg *e);
 
 /* Marks the container as running by this process: takes its lock (held until *ret_fd is
- * closed). -EBUSY ("container 'x' is already running (pid N)"). */
+ * closed) and forgets the pid of an earlier run (container_set_pid() records the new one).
+ * -EBUSY ("container 'x' is already running (pid N)"). */
 int container_lock(const char *data_dir, const char *name, int *ret_fd, struct errmsg *e);
 /* Records the init pid / the exit status of the run that holds the lock. */
 int container_set_pid(const char *data_dir, const char *name, pid_t pid);

@@ -398,9 +398,15 @@ int creds_from_docker_config(const char *name, const char *text, size_t len, con
     int r;
 
     json_auto_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
-    if (!root)
+    if (!root) {
+        /* jansson quotes the token it stopped at ("':' expected near '\"hunter2\"'"): in this
+         * file that can be a password or a token, which must not reach a terminal or a log. */
+        char *near = strstr(err.text, " near ");
+        if (near)
+            *near = '\0';
         return errmsg_set(e, -EINVAL, "%s: not valid JSON: %s (line %d, column %d)", name, err.text,
                           err.line, err.column);
+    }
     if (!json_is_object(root))
         return errmsg_set(e, -EINVAL, "%s: expected a JSON object", name);
     json_t *auths = json_object_get(root, "auths");

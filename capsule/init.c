@@ -199,6 +199,11 @@ _Noreturn void init_exec_command(const struct init_command *c)
         fail(c, negative_errno(), 125, "working directory '%s': %s", cwd, strerror(errno));
     sigprocmask(SIG_SETMASK, c->mask, NULL);
     int r = exec_lookup(c->argv, env);
+    /* "No such file or directory" of a bare name leaves the user wondering where it looked. */
+    if (r == -ENOENT && !strchr(c->argv[0], '/')) {
+        const char *path = env_get(env, "PATH");
+        fail(c, r, 127, "exec '%s': not found in PATH=%s", c->argv[0], path ? path : DEFAULT_PATH);
+    }
     fail(c, r, r == -ENOENT ? 127 : 126, "exec '%s': %s", c->argv[0], strerror(-r));
 }
 

@@ -1,7 +1,9 @@
 /* Everything mounted or written below the container root before pivot_root. Targets are
  * resolved with openat2(RESOLVE_IN_ROOT) relative to the root, so an image's symlinks (absolute
- * or with "..") can never make us create or mount anything on the host; mounts then go through
- * "/proc/self/fd/N" of those fds. */
+ * or with "..") can never make us create or mount anything outside it; mounts then go through
+ * "/proc/self/fd/N" of those fds. Below the root, host directories are mounted too (home,
+ * --mount): what capsule creates or rewrites goes only into the container's own mounts (see
+ * struct mounts_own), so that no image symlink can lead a write into them either. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -12,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "macro.h"
@@ -66,12 +69,78 @@ static int split_path(const char *path, char **ret_parent, char **ret_name)
     return 0;
 }
 
-static int make_path(int root_fd, const char *path, bool dir, int hops);
+static int mount_key(int fd, struct mounts_key *ret)
+{
+    struct statx stx;
+    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) < 0)
+        return negative_errno();
+    *ret = (struct mounts_key){
+        .mnt_id = (stx.stx_mask & STATX_MNT_ID) ? stx.stx_mnt_id : 0,
+        .dev = makedev(stx.stx_dev_major, stx.stx_dev_minor),
+    };
+    return 0;
+}
+
+static bool key_equal(const struct mounts_key *a, const struct mounts_key *b)
+{
+    return a->mnt_id && b->mnt_id ? a->mnt_id == b->mnt_id : a->dev == b->dev;
+}
+
+/* Adds the mount that fd lies on to own. */
+static int own_add(struct mounts_own *own, int fd)
+{
+    if (own->n == ELEMENTSOF(own->keys))
+        return -E2BIG;
+    int r = mount_key(fd, &own->keys[own->n]);
+    if (r < 0)
+        return r;
+    own->n++;
+    return 0;
+}
+
+bool mounts_own_contains(const struct mounts_own *own, int fd)
+{
+    struct mounts_key k;
+    if (mount_key(fd, &k) < 0)
+        return false;
+    for (size_t i = 0; i < own->n; i++)
+        if (key_equal(&own->keys[i], &k))
+            return true;
+    return false;
+}
+
+/* Where make_path may create things, and whether it got there through a symbolic link. */
+struct make_ctx {
+    int root_fd;
+    const struct mounts_own *own;
+    bool host_ok;
+};
+
+static int make_path(const struct make_ctx *c, const char *path, bool dir, int hops, bool via_link);
+
+/* Whether make_path may create an entry in parent_fd (the directory parent inside the root). */
+static int may_create(const struct make_ctx *c, const char *parent, int parent_fd, bool via_link)
+{
+    if (mounts_own_contains(c->own, parent_fd))
+        return 0;
+    if (!c->host_ok || via_link)
+        return -EXDEV;
+    /* The path as typed, without any symbolic link: the user's own choice of host directory. */
+    while (*parent == '/')
+        parent++;
+    struct open_how how = {
+        .flags = O_PATH | O_CLOEXEC,
+        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS,
+    };
+    _cleanup_close_ int fd =
+        (int)syscall(SYS_openat2, c->root_fd, *parent ? parent : ".", &how, sizeof(how));
+    return fd >= 0 ? 0 : -EXDEV;
+}
 
 /* name exists in parent but does not resolve: a dangling symlink. Creates what it points to,
  * resolved inside the root like any other path. */
-static int make_link_target(int root_fd, int parent_fd, const char *parent, const char *name,
-                            bool dir, int hops)
+static int make_link_target(const struct make_ctx *c, int parent_fd, const char *parent,
+                            const char *name, bool dir, int hops)
 {
     char target[4096];
     ssize_t n = readlinkat(parent_fd, name, target, sizeof(target) - 1);
@@ -82,12 +151,12 @@ static int make_link_target(int root_fd, int parent_fd, const char *parent, cons
     if (target[0] == '/' ? asprintf(&next, "%s", target) < 0
                          : asprintf(&next, "%s/%s", parent, target) < 0)
         return -ENOMEM;
-    return make_path(root_fd, next, dir, hops + 1);
+    return make_path(c, next, dir, hops + 1, true);
 }
 
-static int make_path(int root_fd, const char *path, bool dir, int hops)
+static int make_path(const struct make_ctx *c, const char *path, bool dir, int hops, bool via_link)
 {
-    int fd = mounts_open_in_root(root_fd, path, O_PATH, 0);
+    int fd = mounts_open_in_root(c->root_fd, path, O_PATH, 0);
     if (fd != -ENOENT)
         return fd;
     if (hops > MAX_LINK_HOPS)
@@ -96,9 +165,11 @@ static int make_path(int root_fd, const char *path, bool dir, int hops)
     int r = split_path(path, &parent, &name);
     if (r < 0)
         return r;
-    _cleanup_close_ int parent_fd = make_path(root_fd, parent, true, hops + 1);
+    _cleanup_close_ int parent_fd = make_path(c, parent, true, hops + 1, via_link);
     if (parent_fd < 0)
         return parent_fd;
+    if ((r = may_create(c, parent, parent_fd, via_link)) < 0)
+        return r;
     if (dir)
         r = mkdirat(parent_fd, name, 0755) < 0 ? negative_errno() : 0;
     else {
@@ -106,18 +177,30 @@ static int make_path(int root_fd, const char *path, bool dir, int hops)
         r = f < 0 ? negative_errno() : (close(f), 0);
     }
     if (r == -EEXIST) {
-        r = make_link_target(root_fd, parent_fd, parent, name, dir, hops);
+        r = make_link_target(c, parent_fd, parent, name, dir, hops);
         if (r != -EEXIST)
             return r;
         /* Somebody else created it meanwhile: fine, open it below. */
     } else if (r < 0)
         return r;
-    return mounts_open_in_root(root_fd, path, O_PATH, 0);
+    return mounts_open_in_root(c->root_fd, path, O_PATH, 0);
 }
 
-int mounts_make_in_root(int root_fd, const char *path, bool dir)
+int mounts_make_in_root(int root_fd, const struct mounts_own *own, const char *path, bool dir,
+                        bool host_ok)
 {
-    return make_path(root_fd, path, dir, 0);
+    struct make_ctx c = {root_fd, own, host_ok};
+    return make_path(&c, path, dir, 0, false);
+}
+
+/* strerror() for what mounts_make_in_root() returns. */
+static const char *make_strerror(int r)
+{
+    if (r == -EXDEV)
+        return "the path leads into a directory of the host mounted into the container (through "
+               "a symbolic link of the image, or below a --mount); capsule creates and replaces "
+               "nothing there";
+    return strerror(-r);
 }
 
 int mounts_remount_readonly(int fd)
@@ -167,33 +250,97 @@ int mounts_bind(const char *source, int target_fd, bool recursive, bool ro)
                                                                                : 0;
 }
 
-/* Mounts a new filesystem (tmpfs, proc, devpts) on path inside the root. */
-static int mount_fs(int root_fd, const char *path, const char *type, unsigned long flags,
-                    const char *options, struct errmsg *e)
+/* What mounts_setup() works with: the root, and the mounts that are the container's own. */
+struct setup {
+    int root_fd;
+    struct mounts_own own;
+};
+
+/* A spec mount (--mount, config, GPU), as opposed to one of the standard set. */
+#define BIND_SPEC (1u << 8)
+
+/* Mounts a new filesystem (tmpfs, proc, devpts) on path inside the root. own: a tmpfs of the
+ * container's, where mount points and generated files may be created later. */
+static int mount_fs(struct setup *s, const char *path, const char *type, unsigned long flags,
+                    const char *options, bool own, struct errmsg *e)
 {
-    _cleanup_close_ int t = mounts_make_in_root(root_fd, path, true);
+    _cleanup_close_ int t = mounts_make_in_root(s->root_fd, &s->own, path, true, true);
     if (t < 0)
-        return errmsg_set(e, t, "mount %s on '%s': %s", type, path, strerror(-t));
+        return errmsg_set(e, t, "mount %s on '%s': %s", type, path, make_strerror(t));
     struct mounts_fd_buf p;
     if (mount(type, mounts_fd_path(t, &p), type, flags, options) < 0)
         return errmsg_set(e, negative_errno(), "mount %s on '%s': %m", type, path);
+    if (!own)
+        return 0;
+    /* t is the directory below it; the path shows the new filesystem now. */
+    _cleanup_close_ int fs = mounts_open_in_root(s->root_fd, path, O_PATH | O_DIRECTORY, 0);
+    int r = fs < 0 ? fs : own_add(&s->own, fs);
+    if (r < 0)
+        return errmsg_set(e, r, "mount %s on '%s': %s", type, path, strerror(-r));
     return 0;
 }
 
-static int bind_at(int root_fd, const char *source, const char *target, bool recursive, bool ro,
-                   bool optional, struct errmsg *e)
+static bool same_file(int a, int b)
+{
+    struct stat x, y;
+    return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* A spec mount on "/" would sit below the root, never seen (pivot_root takes the overlay, not
+ * what is mounted on it), and one on /proc takes away what the runtime itself needs: refused. */
+static int check_spec_target(const struct setup *s, int t, const char *source, const char *target,
+                             struct errmsg *e)
+{
+    if (same_file(t, s->root_fd))
+        return errmsg_set(e, -EINVAL,
+                          "mount '%s' on '%s': that is the container's root; mount it on a "
+                          "directory below",
+                          source, target);
+    _cleanup_close_ int proc = mounts_open_in_root(s->root_fd, "/proc", O_PATH | O_DIRECTORY, 0);
+    if (proc >= 0 && same_file(t, proc))
+        return errmsg_set(e, -EINVAL,
+                          "mount '%s' on '%s': the container's /proc cannot be replaced; mount "
+                          "it on another directory",
+                          source, target);
+    return 0;
+}
+
+/* The kernel refuses a file on a directory and back with ENOTDIR/EISDIR, about neither path. */
+static int check_kinds(int t, const struct stat *src, const char *source, const char *target,
+                       struct errmsg *e)
+{
+    struct stat tst;
+    if (fstat(t, &tst) < 0 || S_ISDIR(tst.st_mode) == S_ISDIR(src->st_mode))
+        return 0;
+    bool dir = S_ISDIR(src->st_mode);
+    return errmsg_set(e, dir ? -ENOTDIR : -EISDIR,
+                      "mount '%s' on '%s': the source is a %s, the target a %s in the container; "
+                      "choose a target of the same kind",
+                      source, target, dir ? "directory" : "file", dir ? "file" : "directory");
+}
+
+/* Binds source on target; flags: MOUNT_* of runtime.h, BIND_SPEC. */
+static int bind_at(struct setup *s, const char *source, const char *target, unsigned flags,
+                   struct errmsg *e)
 {
     struct stat st;
     if (stat(source, &st) < 0) {
-        if (optional && errno == ENOENT)
+        if ((flags & MOUNT_OPTIONAL) && errno == ENOENT)
             return 0;
         return errmsg_set(e, negative_errno(), "mount '%s': %m", source);
     }
-    _cleanup_close_ int t = mounts_make_in_root(root_fd, target, S_ISDIR(st.st_mode));
+    _cleanup_close_ int t =
+        mounts_make_in_root(s->root_fd, &s->own, target, S_ISDIR(st.st_mode), true);
     if (t < 0)
         return errmsg_set(e, t, "mount '%s' on '%s': mount point: %s", source, target,
-                          strerror(-t));
-    int r = mounts_bind(source, t, recursive, ro);
+                          make_strerror(t));
+    int r = check_kinds(t, &st, source, target, e);
+    if (r >= 0 && (flags & BIND_SPEC))
+        r = check_spec_target(s, t, source, target, e);
+    if (r < 0)
+        return r;
+    bool recursive = flags & MOUNT_REC, ro = flags & MOUNT_RO;
+    r = mounts_bind(source, t, recursive, ro);
     if (r == -EINVAL && !recursive)
         /* The source has mounts below it that the kernel will not reveal one level at a time
          * in a user namespace: take them along. */
@@ -203,15 +350,15 @@ static int bind_at(int root_fd, const char *source, const char *target, bool rec
     return 0;
 }
 
-static int setup_proc(int root_fd, bool pid_ns, struct errmsg *e)
+static int setup_proc(struct setup *s, bool pid_ns, struct errmsg *e)
 {
     if (pid_ns) {
-        int r = mount_fs(root_fd, "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, e);
+        int r = mount_fs(s, "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, false, e);
         /* A host whose /proc has parts hidden by other mounts refuses a new procfs. */
         if (r != -EPERM)
             return r;
     }
-    return bind_at(root_fd, "/proc", "/proc", true, false, false, e);
+    return bind_at(s, "/proc", "/proc", MOUNT_REC, e);
 }
 
 static int dev_bind(int dev_fd, const char *name, struct errmsg *e)
@@ -242,21 +389,21 @@ static int dev_links(int dev_fd, struct errmsg *e)
     return 0;
 }
 
-static int setup_dev(int root_fd, struct errmsg *e)
+static int setup_dev(struct setup *s, struct errmsg *e)
 {
     static const char *const devices[] = {"null", "zero", "full", "random", "urandom", "tty"};
-    int r = mount_fs(root_fd, "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=1m", e);
+    int r = mount_fs(s, "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=1m", true, e);
     if (r < 0)
         return r;
-    _cleanup_close_ int dev = mounts_open_in_root(root_fd, "/dev", O_PATH | O_DIRECTORY, 0);
+    _cleanup_close_ int dev = mounts_open_in_root(s->root_fd, "/dev", O_PATH | O_DIRECTORY, 0);
     if (dev < 0)
         return errmsg_set(e, dev, "open /dev: %s", strerror(-dev));
     for (size_t i = 0; i < ELEMENTSOF(devices); i++)
         if ((r = dev_bind(dev, devices[i], e)) < 0)
             return r;
-    if ((r = mount_fs(root_fd, "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-                      "newinstance,ptmxmode=0666,mode=0620", e)) < 0 ||
-        (r = mount_fs(root_fd, "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", e)) < 0)
+    if ((r = mount_fs(s, "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                      "newinstance,ptmxmode=0666,mode=0620", false, e)) < 0 ||
+        (r = mount_fs(s, "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", true, e)) < 0)
         return r;
     return dev_links(dev, e);
 }
@@ -324,17 +471,49 @@ static int write_all(int fd, const char *buf, size_t len)
     return 0;
 }
 
+/* Opens the image's /etc/passwd or /etc/group for rewriting (made when missing), or returns 0
+ * with *ret_fd -1 to leave it alone: when it is not a regular file (a directory; a fifo or a
+ * device, which would block the start or never end), or is not the container's own (an image's
+ * symlink to a file of the host). Such an image runs without the entry, as under Docker. The
+ * file is checked through an O_PATH fd and only then opened, so nothing odd is ever opened. */
+static int open_user_db(struct setup *s, const char *file, int *ret_fd)
+{
+    *ret_fd = -1;
+    _cleanup_close_ int path_fd = mounts_open_in_root(s->root_fd, file, O_PATH, 0);
+    if (path_fd == -ENOENT)
+        path_fd = mounts_make_in_root(s->root_fd, &s->own, file, false, false);
+    if (path_fd == -EXDEV || path_fd == -ENOTDIR || path_fd == -ELOOP)
+        return 0;
+    if (path_fd < 0)
+        return path_fd;
+    struct stat st;
+    if (fstat(path_fd, &st) < 0)
+        return negative_errno();
+    if (!S_ISREG(st.st_mode) || !mounts_own_contains(&s->own, path_fd))
+        return 0;
+    struct mounts_fd_buf p;
+    int fd = open(mounts_fd_path(path_fd, &p), O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return negative_errno();
+    *ret_fd = fd;
+    return 0;
+}
+
 /* Rewrites /etc/passwd or /etc/group of the image: every line kept except an earlier entry for
  * our name or id, then ours. The write lands in the upper layer (or the private copy). */
-static int write_user_db(int root_fd, const char *file, const char *name, unsigned id,
+static int write_user_db(struct setup *s, const char *file, const char *name, unsigned id,
                          const char *entry, struct errmsg *e)
 {
     _cleanup_free_ char *old = NULL, *out = NULL;
     size_t old_len = 0, out_len = 0;
-    _cleanup_close_ int in = mounts_open_in_root(root_fd, file, O_RDONLY, 0);
-    int r = in >= 0 ? read_all(in, &old, &old_len) : in == -ENOENT ? 0 : in;
+    _cleanup_close_ int fd = -1;
+    int r = open_user_db(s, file, &fd);
+    if (r >= 0 && fd >= 0)
+        r = read_all(fd, &old, &old_len);
     if (r < 0)
         return errmsg_set(e, r, "read the image's %s: %s", file, strerror(-r));
+    if (fd < 0)
+        return 0;
     _cleanup_fclose_ FILE *f = open_memstream(&out, &out_len);
     if (!f)
         return -ENOMEM;
@@ -348,36 +527,38 @@ static int write_user_db(int root_fd, const char *file, const char *name, unsign
     fprintf(f, "%s\n", entry);
     if (fclose(TAKE_PTR(f)) != 0)
         return -ENOMEM;
-    _cleanup_close_ int t = mounts_make_in_root(root_fd, file, false);
-    _cleanup_close_ int w = t < 0 ? t : mounts_open_in_root(root_fd, file, O_WRONLY | O_TRUNC, 0);
-    if (w < 0 || (r = write_all(w, out, out_len)) < 0)
-        return errmsg_set(e, w < 0 ? w : r, "write %s: %s", file, strerror(-(w < 0 ? w : r)));
+    if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+        r = negative_errno();
+    if (r < 0 || (r = write_all(fd, out, out_len)) < 0)
+        return errmsg_set(e, r, "write %s: %s", file, strerror(-r));
     return 0;
 }
 
-static int setup_users(int root_fd, const struct mounts_identity *id, struct errmsg *e)
+static int setup_users(struct setup *s, const struct mounts_identity *id, struct errmsg *e)
 {
-    _cleanup_close_ int bash = mounts_open_in_root(root_fd, "/bin/bash", O_PATH, 0);
+    _cleanup_close_ int bash = mounts_open_in_root(s->root_fd, "/bin/bash", O_PATH, 0);
     const char *shell = bash >= 0 ? "/bin/bash" : "/bin/sh";
     char entry[1024];
     snprintf(entry, sizeof(entry), "%s:x:%u:%u::%s:%s", id->user, (unsigned)id->uid,
              (unsigned)id->gid, id->home, shell);
-    int r = write_user_db(root_fd, "/etc/passwd", id->user, id->uid, entry, e);
+    int r = write_user_db(s, "/etc/passwd", id->user, id->uid, entry, e);
     if (r < 0)
         return r;
     snprintf(entry, sizeof(entry), "%s:x:%u:", id->group, (unsigned)id->gid);
-    return write_user_db(root_fd, "/etc/group", id->group, id->gid, entry, e);
+    return write_user_db(s, "/etc/group", id->group, id->gid, entry, e);
 }
 
-static int setup_link(int root_fd, const struct link_entry *l, struct errmsg *e)
+/* Links replace what the image has at their path: only ever in the container's own files. */
+static int setup_link(struct setup *s, const struct link_entry *l, struct errmsg *e)
 {
     _cleanup_free_ char *parent = NULL, *name = NULL;
     int r = split_path(l->path, &parent, &name);
     if (r < 0)
         return errmsg_set(e, r, "link '%s': invalid path", l->path);
-    _cleanup_close_ int dir = mounts_make_in_root(root_fd, parent, true);
-    if (dir < 0)
-        return errmsg_set(e, dir, "link '%s': %s", l->path, strerror(-dir));
+    _cleanup_close_ int dir = mounts_make_in_root(s->root_fd, &s->own, parent, true, false);
+    r = dir < 0 ? dir : mounts_own_contains(&s->own, dir) ? 0 : -EXDEV;
+    if (r < 0)
+        return errmsg_set(e, r, "link '%s': %s", l->path, make_strerror(r));
     if (unlinkat(dir, name, 0) < 0 && errno != ENOENT &&
         !(errno == EISDIR && unlinkat(dir, name, AT_REMOVEDIR) == 0))
         return errmsg_set(e, negative_errno(), "link '%s': replace: %m", l->path);
@@ -386,20 +567,19 @@ static int setup_link(int root_fd, const struct link_entry *l, struct errmsg *e)
     return 0;
 }
 
-static int setup_spec(int root_fd, const struct run_spec *spec, struct errmsg *e)
+static int setup_spec(struct setup *s, const struct run_spec *spec, struct errmsg *e)
 {
     for (size_t i = 0; i < spec->n_mounts; i++) {
         const struct mount_entry *m = &spec->mounts[i];
         if (!m->source || !m->target || m->target[0] != '/')
             return errmsg_set(e, -EINVAL, "mount '%s': the target must be an absolute path",
-                              m->source ? m->source : "(null)");
-        int r = bind_at(root_fd, m->source, m->target, m->flags & MOUNT_REC, m->flags & MOUNT_RO,
-                        m->flags & MOUNT_OPTIONAL, e);
+                              m->source ? m->source : "(no source)");
+        int r = bind_at(s, m->source, m->target, m->flags | BIND_SPEC, e);
         if (r < 0)
             return r;
     }
     for (size_t i = 0; i < spec->n_links; i++) {
-        int r = setup_link(root_fd, &spec->links[i], e);
+        int r = setup_link(s, &spec->links[i], e);
         if (r < 0)
             return r;
     }
@@ -409,23 +589,27 @@ static int setup_spec(int root_fd, const struct run_spec *spec, struct errmsg *e
 int mounts_setup(int root_fd, const struct mounts_plan *p, struct errmsg *e)
 {
     const struct run_spec *spec = p->spec;
-    int r;
-    if ((r = setup_proc(root_fd, spec->pid_ns, e)) < 0 ||
-        (r = bind_at(root_fd, "/sys", "/sys", true, true, false, e)) < 0 ||
-        (r = setup_dev(root_fd, e)) < 0 ||
-        (r = mount_fs(root_fd, "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", e)) < 0 ||
-        (r = bind_at(root_fd, "/etc/hosts", "/etc/hosts", false, true, true, e)) < 0 ||
-        (r = bind_at(root_fd, "/etc/resolv.conf", "/etc/resolv.conf", false, true, true, e)) < 0 ||
-        (r = setup_users(root_fd, &p->id, e)) < 0)
+    struct setup s = {.root_fd = root_fd};
+    int r = own_add(&s.own, root_fd);
+    if (r < 0)
+        return errmsg_set(e, r, "the container root: %s", strerror(-r));
+    if ((r = setup_proc(&s, spec->pid_ns, e)) < 0 ||
+        (r = bind_at(&s, "/sys", "/sys", MOUNT_REC | MOUNT_RO, e)) < 0 ||
+        (r = setup_dev(&s, e)) < 0 ||
+        (r = mount_fs(&s, "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", true, e)) < 0 ||
+        (r = bind_at(&s, "/etc/hosts", "/etc/hosts", MOUNT_RO | MOUNT_OPTIONAL, e)) < 0 ||
+        (r = bind_at(&s, "/etc/resolv.conf", "/etc/resolv.conf", MOUNT_RO | MOUNT_OPTIONAL, e)) <
+            0 ||
+        (r = setup_users(&s, &p->id, e)) < 0)
         return r;
     if (p->host_home &&
-        (r = bind_at(root_fd, p->host_home, p->host_home, true, false, true, e)) < 0)
+        (r = bind_at(&s, p->host_home, p->host_home, MOUNT_REC | MOUNT_OPTIONAL, e)) < 0)
         return r;
-    if ((r = setup_spec(root_fd, spec, e)) < 0)
+    if ((r = setup_spec(&s, spec, e)) < 0)
         return r;
     if (spec->cwd && strcmp(spec->cwd, "/") != 0) {
         /* Docker creates a missing WorkingDir; a failure shows later as a chdir error. */
-        int fd = mounts_make_in_root(root_fd, spec->cwd, true);
+        int fd = mounts_make_in_root(root_fd, &s.own, spec->cwd, true, true);
         if (fd >= 0)
             close(fd);
     }

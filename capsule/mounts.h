@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "errmsg.h"
@@ -22,10 +23,30 @@ const char *mounts_fd_path(int fd, struct mounts_fd_buf *buf);
  * (O_CLOEXEC added) or -errno. */
 int mounts_open_in_root(int root_fd, const char *path, int flags, mode_t mode);
 
+/* The mounts that make up the container itself: its root and the tmpfs's capsule mounts below
+ * it. Every other mount below the root is a directory of the host (the home directory, --mount
+ * sources, /proc, /sys): capsule creates, replaces and rewrites nothing there of its own accord,
+ * or an image's symbolic link (/usr -> /home/alice) would turn a mount point, a library link or
+ * an /etc/passwd entry into a write to the user's files. */
+struct mounts_own {
+    struct mounts_key {
+        uint64_t mnt_id; /* 0 where the kernel does not tell (before 5.8): then dev decides */
+        dev_t dev;
+    } keys[8];
+    size_t n;
+};
+
+/* Whether fd (any kind, O_PATH too) lies on one of own's mounts. False when unknown. */
+bool mounts_own_contains(const struct mounts_own *own, int fd);
+
 /* Returns an O_PATH fd of path inside the root, creating it when missing: missing parents as
  * directories (0755), the last component as a directory or an empty file (0644). A dangling
- * symlink on the way is followed (inside the root) and its target created. -errno on failure. */
-int mounts_make_in_root(int root_fd, const char *path, bool dir);
+ * symlink on the way is followed (inside the root) and its target created. Nothing is created
+ * outside own's mounts, except where host_ok and the path reaches that host directory without
+ * following any symbolic link (what the user typed: --mount /a:/mnt/a --mount /b:/mnt/a/b
+ * creates b in /a, as Docker does); -EXDEV then. -errno on failure. */
+int mounts_make_in_root(int root_fd, const struct mounts_own *own, const char *path, bool dir,
+                        bool host_ok);
 
 /* Makes the mount whose root fd refers to read-only, carrying over the flags a user namespace
  * may not drop (nosuid, nodev, noexec, atime) read with fstatvfs. 0 or -errno. */

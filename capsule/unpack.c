@@ -197,7 +197,8 @@ static int unpack_opaque(struct unpack *u, size_t dir_len)
         if (r == -EOPNOTSUPP)
             return entry_error(u, r,
                                "the cache's filesystem has no user xattrs, which opaque "
-                               "directories need; put the cache on another filesystem");
+                               "directories need; put the cache on another filesystem (cache_dir "
+                               "in capsule.conf)");
         return entry_error(u, r, "cannot mark the directory opaque: %s", strerror(-r));
     }
     u->stats.opaque_dirs++;
@@ -284,7 +285,11 @@ static int write_error(struct unpack *u)
     int en = archive_errno(u->out);
     /* libarchive reports refused paths with no errno (or its own negative codes). */
     int r = en > 0 ? -en : -EINVAL;
-    return entry_error(u, r, "%s", archive_error_string(u->out) ?: "write failed");
+    const char *msg = archive_error_string(u->out) ?: "write failed";
+    /* Its texts for failed writes ("Write failed") leave out why: a full disk, a quota. */
+    if (en > 0 && !strstr(msg, strerror(en)))
+        return entry_error(u, r, "%s: %s", msg, strerror(en));
+    return entry_error(u, r, "%s", msg);
 }
 
 static int read_error(struct unpack *u, const char *where)

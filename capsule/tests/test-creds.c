@@ -202,6 +202,15 @@ static void test_docker_config_errors(void **state)
     expect_docker_error("[]", "config.json: expected a JSON object");
     expect_docker_error("{\"auths\": {}, \"auths\": {}}", "duplicate object key");
     expect_docker_error("{\"auths\": {", "config.json: not valid JSON");
+    /* A syntax error next to a secret: the message says where, never what the secret is. */
+    struct errmsg e = {""};
+    char leaked[256];
+    assert_int_equal(docker("{\"auths\": {\"nvcr.io\": {\"identitytoken\" \"hunter2\"}}}",
+                            "nvcr.io", NULL, leaked, &e),
+                     -EINVAL);
+    assert_non_null(strstr(e.text, "not valid JSON"));
+    assert_non_null(strstr(e.text, "line 1"));
+    assert_null(strstr(e.text, "hunter2"));
 
     /* Padding: one and two '=' decode to the right lengths. */
     char got[256];

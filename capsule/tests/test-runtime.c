@@ -28,8 +28,8 @@
 #define N_DEEP 45
 
 static char tmp[256];
-static char base_layer[300], top_layer[300], out_dir[300], home_dir[300], data_dir[300],
-    scratch_dir[300], host_dir[300];
+static char base_layer[300], top_layer[300], odd_layer[300], out_dir[300], home_dir[300],
+    data_dir[300], scratch_dir[300], host_dir[300];
 static char *deep_layers[N_DEEP];
 static const char *skip_reason;
 
@@ -125,6 +125,19 @@ static void make_busybox_layer(void)
     char target[1024];
     snprintf(target, sizeof(target), "../../../../../../../../..%s", host_dir);
     assert_int_equal(symlink(target, path), 0);
+    /* One that points into the home directory, which is the host's inside the container too. */
+    snprintf(path, sizeof(path), "%s/mnt/tohome", base_layer);
+    assert_int_equal(symlink(home_dir, path), 0);
+}
+
+/* A layer with what no image should have, but one may: /etc/passwd a fifo (opening it for
+ * reading blocks), /etc/group a directory. */
+static void make_odd_layer(void)
+{
+    char path[4096];
+    mkdirs("%s/etc/group", odd_layer);
+    snprintf(path, sizeof(path), "%s/etc/passwd", odd_layer);
+    assert_int_equal(mkfifo(path, 0644), 0);
 }
 
 /* The second layer in overlay format: a whiteout, an opaque directory, a changed file. */
@@ -174,6 +187,7 @@ static int group_setup(void **state)
     assert_non_null(mkdtemp(tmp));
     snprintf(base_layer, sizeof(base_layer), "%s/base", tmp);
     snprintf(top_layer, sizeof(top_layer), "%s/top", tmp);
+    snprintf(odd_layer, sizeof(odd_layer), "%s/odd", tmp);
     snprintf(out_dir, sizeof(out_dir), "%s/out", tmp);
     snprintf(home_dir, sizeof(home_dir), "%s/home/user", tmp);
     snprintf(data_dir, sizeof(data_dir), "%s/data", tmp);
@@ -191,6 +205,7 @@ static int group_setup(void **state)
     put_file(path, "data\n");
     make_busybox_layer();
     make_top_layer();
+    make_odd_layer();
     make_deep_layers();
     return 0;
 }
@@ -299,7 +314,7 @@ static void test_exec_failures(void **state)
         struct errmsg e = {{0}};
         int code = -1;
         assert_int_equal(runtime_run(&j.spec, &code, &e), -ENOENT);
-        assert_string_equal(e.text, "exec 'no-such-command': No such file or directory");
+        assert_string_equal(e.text, "exec 'no-such-command': not found in PATH=/usr/bin:/bin");
         j.argv[0] = (char *)"/etc/kept";
         assert_int_equal(runtime_run(&j.spec, &code, &e), -EACCES);
         assert_string_equal(e.text, "exec '/etc/kept': Permission denied");
@@ -502,6 +517,99 @@ static void test_spec_mounts_and_links(void **state)
     assert_non_null(strstr(e.text, "/no/such/dir"));
     j.mounts[1].flags = MOUNT_OPTIONAL;
     assert_int_equal(job_run(&j), 0);
+}
+
+/* Mounts and links are made in the container's own files only: an image's symlink into a host
+ * directory mounted inside (the home here) must not turn them into writes to the user's files. */
+static void test_no_writes_through_image_links(void **state)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/libcuda.so.1", home_dir);
+    put_file(path, "precious\n");
+    static const char *const links[] = {"/mnt/tohome/lib/libx.so.1", "/mnt/tohome/libcuda.so.1"};
+    for (size_t i = 0; i < ELEMENTSOF(links); i++) {
+        struct job j;
+        job_init(&j, "true");
+        struct link_entry l = {.path = (char *)links[i], .target = "elsewhere"};
+        j.spec.links = &l;
+        j.spec.n_links = 1;
+        struct errmsg e = {{0}};
+        int code;
+        assert_int_equal(runtime_run(&j.spec, &code, &e), -EXDEV);
+        assert_non_null(strstr(e.text, links[i]));
+    }
+    _cleanup_free_ char *kept = slurp(path);
+    assert_string_equal(kept, "precious\n");
+    assert_int_equal(unlink(path), 0);
+
+    struct job j;
+    job_init(&j, "true");
+    j.mounts[1] = (struct mount_entry){.source = data_dir, .target = "/mnt/tohome/bin/tool"};
+    j.spec.n_mounts = 2;
+    struct errmsg e = {{0}};
+    int code;
+    assert_int_equal(runtime_run(&j.spec, &code, &e), -EXDEV);
+    assert_non_null(strstr(e.text, "/mnt/tohome/bin/tool"));
+    /* A missing working directory is not made there either. */
+    job_init(&j, "true");
+    j.spec.cwd = "/mnt/tohome/newdir";
+    assert_true(runtime_run(&j.spec, &code, &e) < 0);
+    const char *absent[] = {"lib", "bin", "newdir"};
+    for (size_t i = 0; i < ELEMENTSOF(absent); i++) {
+        snprintf(path, sizeof(path), "%s/%s", home_dir, absent[i]);
+        assert_int_equal(access(path, F_OK), -1);
+    }
+
+    /* A path typed without symlinks still gets its mount point below another mount of the
+     * host, as Docker does it (--mount /a:/mnt/a --mount /b:/mnt/a/b). */
+    job_init(&j, "test -e /out/sub/file");
+    j.mounts[1] = (struct mount_entry){.source = data_dir, .target = "/out/sub"};
+    j.spec.n_mounts = 2;
+    assert_int_equal(job_run(&j), 0);
+    snprintf(path, sizeof(path), "%s/sub", out_dir);
+    assert_int_equal(rmdir(path), 0);
+}
+
+/* Spec mounts that cannot work say so, naming both paths. */
+static void test_spec_mount_refusals(void **state)
+{
+    char file[4096];
+    snprintf(file, sizeof(file), "%s/file", data_dir);
+    const struct {
+        const char *source, *target;
+        int r;
+        const char *text;
+    } cases[] = {
+        {data_dir, "/", -EINVAL, "the container's root"},
+        {data_dir, "/proc", -EINVAL, "/proc cannot be replaced"},
+        {file, "/etc", -EISDIR, "the source is a file, the target a directory"},
+        {data_dir, "/etc/kept", -ENOTDIR, "the source is a directory, the target a file"},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        struct job j;
+        job_init(&j, "true");
+        j.mounts[1] = (struct mount_entry){.source = (char *)cases[i].source,
+                                           .target = (char *)cases[i].target};
+        j.spec.n_mounts = 2;
+        struct errmsg e = {{0}};
+        int code;
+        assert_int_equal(runtime_run(&j.spec, &code, &e), cases[i].r);
+        if (!strstr(e.text, cases[i].text) || !strstr(e.text, cases[i].target))
+            fail_msg("'%s' on '%s': %s", cases[i].source, cases[i].target, e.text);
+    }
+}
+
+/* An image whose /etc/passwd is a fifo and /etc/group a directory runs (without the entries);
+ * it used to hang in the open of the fifo, before the command ever started. */
+static void test_odd_user_db(void **state)
+{
+    struct job j;
+    job_init(&j, "test -p /etc/passwd && test -d /etc/group");
+    j.layers[2] = odd_layer;
+    j.spec.n_layers = 3;
+    alarm(60);
+    assert_int_equal(job_run(&j), 0);
+    alarm(0);
 }
 
 static void test_pid_namespace(void **state)
@@ -824,7 +932,7 @@ static void exec_into_container(bool pid_ns)
     assert_int_equal(code, 5);
     char *missing[] = {"no-such-command", NULL};
     assert_int_equal(runtime_exec(init, missing, env, NULL, &code, &e), -ENOENT);
-    assert_string_equal(e.text, "exec 'no-such-command': No such file or directory");
+    assert_string_equal(e.text, "exec 'no-such-command': not found in PATH=/bin");
 
     assert_int_equal(kill(capsule, SIGTERM), 0);
     int status;
@@ -897,6 +1005,9 @@ int main(void)
         cmocka_unit_test_setup(test_passwd, test_setup),
         cmocka_unit_test_setup(test_home, test_setup),
         cmocka_unit_test_setup(test_spec_mounts_and_links, test_setup),
+        cmocka_unit_test_setup(test_no_writes_through_image_links, test_setup),
+        cmocka_unit_test_setup(test_spec_mount_refusals, test_setup),
+        cmocka_unit_test_setup(test_odd_user_db, test_setup),
         cmocka_unit_test_setup(test_pid_namespace, test_setup),
         cmocka_unit_test_setup(test_hostname, test_setup),
         cmocka_unit_test_setup(test_deep_image, test_setup),

@@ -13,6 +13,8 @@ import stat
 import subprocess
 import time
 
+import pytest
+
 import capsuleutil as cu
 from conftest import USERS
 
@@ -279,6 +281,23 @@ def test_interrupted_pull_resumes(images, registry, home):
         assert home.tmp_entries() == []
     finally:
         proxy.stop()
+
+
+def test_full_cache_says_what_to_do(images, registry, home):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a small tmpfs as the cache")
+    cu.build_big_image(images, 3 * 1024 * 1024)
+    registry.push_raw(images, "big", "big:1")
+    cache_parent = home.root / "cache"
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(cache_parent)],
+                   check=True)
+    try:
+        r = pull(home, "-q", f"{registry.host}/big:1")
+        assert_fails(r, "No space left on device", "make room in the cache", str(home.cache),
+                     "capsule gc")
+        assert home.images_json() == []
+    finally:
+        subprocess.run(["umount", str(cache_parent)], check=True)
 
 
 def test_registry_down(home):

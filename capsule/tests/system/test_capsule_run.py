@@ -63,6 +63,12 @@ def test_exit_codes(env):
     assert r.returncode == 126 and "/etc/hello" in r.stderr, r.stderr
     r = home.capsule("run", "--no-home", "--pull", "never", name.replace("multi", "absent"))
     assert r.returncode == 125 and "absent" in r.stderr, r.stderr
+    # A config file named on the command line must exist (a typo would go unnoticed).
+    r = home.capsule("--config", "/nonexistent/capsule.conf", "run", "--no-home", name)
+    assert r.returncode == 125 and "/nonexistent/capsule.conf" in r.stderr, r.stderr
+    # A bare command name that is nowhere in PATH: said where it was looked for.
+    r = home.capsule("run", "--no-home", "--entrypoint", "no-such-program", name)
+    assert r.returncode == 127 and "not found in PATH=/bin" in r.stderr, r.stderr
 
 
 def test_signal_reaches_the_command(env, workdir):
@@ -125,6 +131,16 @@ def test_mounts_and_home(env, workdir):
     assert r.returncode != 0
     r = home.capsule("run", "--no-home", "--mount", "relative:/x", name)
     assert r.returncode == 2 and "relative" in r.stderr
+    # Targets are cleaned as Docker does; the root and /proc cannot be covered.
+    r = ok(home.capsule("run", "--no-home", "--mount", f"{data}:/a/../b/./c/:ro", name, "-c",
+                        "cat /b/c/in"))
+    assert r.stdout == "input\n"
+    for target in ("/", "/x/..", "/proc/"):
+        r = home.capsule("run", "--no-home", "--mount", f"{data}:{target}", name, "-c", "true")
+        assert r.returncode == 2 and "cannot be replaced" in r.stderr, r.stderr
+    # A file on a directory: said in words, not as the kernel's "Not a directory".
+    r = home.capsule("run", "--no-home", "--mount", f"{data}/in:/etc", name, "-c", "true")
+    assert r.returncode == 125 and "the source is a file, the target a directory" in r.stderr
 
 
 def test_ordinary_user_identity(env, workdir):
@@ -173,8 +189,11 @@ def test_named_container_lifecycle(env):
     assert r.returncode != 0 and "already exists" in r.stderr
     ok(home.capsule("rm", "keeper"))
     assert "keeper" not in ok(home.capsule("ps", "-a")).stdout
+    # capsule's own failures are 125 (cli.h), never a status the command could have returned.
     r = home.capsule("start", "keeper")
-    assert r.returncode != 0 and "no container 'keeper'" in r.stderr
+    assert r.returncode == 125 and "no container 'keeper'" in r.stderr, r.stderr
+    r = home.capsule("exec", "keeper", "/bin/true")
+    assert r.returncode == 125 and "no container 'keeper'" in r.stderr, r.stderr
 
 
 def test_exec_into_a_running_container(env, workdir):
@@ -194,6 +213,10 @@ def test_exec_into_a_running_container(env, workdir):
     ok(home.capsule("rm", "-f", "svc"))
     p.wait(20)
     assert "svc" not in ok(home.capsule("ps", "-a")).stdout
+    ok(home.capsule("create", "--name", "idle", "--no-home", name))
+    r = home.capsule("exec", "idle", "/bin/true")
+    assert r.returncode == 125 and "not running" in r.stderr, r.stderr
+    ok(home.capsule("rm", "idle"))
 
 
 def test_a_killed_runner_leaves_nothing(env, workdir):
