@@ -14,6 +14,7 @@
 #include "init.h"
 #include "macro.h"
 #include "rootfs.h"
+#include "strv.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -67,15 +68,6 @@ void init_report(int fd, int err, unsigned flags, const char *msg)
     (void)n;
 }
 
-static const char *env_get(char *const *env, const char *key)
-{
-    size_t n = strlen(key);
-    for (size_t i = 0; env && env[i]; i++)
-        if (strncmp(env[i], key, n) == 0 && env[i][n] == '=')
-            return env[i] + n + 1;
-    return NULL;
-}
-
 /* execvp's rules with the container's PATH instead of ours: a name without '/' is tried in each
  * PATH directory; not found anywhere is -ENOENT, found but not executable is -EACCES. Returns
  * only on failure. */
@@ -86,7 +78,7 @@ static int exec_lookup(char *const *argv, char *const *env)
         execve(name, argv, env);
         return negative_errno();
     }
-    const char *path = env_get(env, "PATH");
+    const char *path = strv_env_get(env, "PATH");
     if (!path)
         path = DEFAULT_PATH;
     size_t name_len = strlen(name);
@@ -123,7 +115,7 @@ static char **env_with(char *const *env, const char *key, const char *value)
     if (!out)
         return NULL;
     size_t j = 0;
-    const char *old = env_get(env, key);
+    const char *old = strv_env_get(env, key);
     for (size_t i = 0; i < n; i++)
         if (strncmp(env[i], key, strlen(key)) != 0 || env[i][strlen(key)] != '=')
             out[j++] = env[i];
@@ -201,7 +193,7 @@ _Noreturn void init_exec_command(const struct init_command *c)
     int r = exec_lookup(c->argv, env);
     /* "No such file or directory" of a bare name leaves the user wondering where it looked. */
     if (r == -ENOENT && !strchr(c->argv[0], '/')) {
-        const char *path = env_get(env, "PATH");
+        const char *path = strv_env_get(env, "PATH");
         fail(c, r, 127, "exec '%s': not found in PATH=%s", c->argv[0], path ? path : DEFAULT_PATH);
     }
     fail(c, r, r == -ENOENT ? 127 : 126, "exec '%s': %s", c->argv[0], strerror(-r));

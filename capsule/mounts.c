@@ -17,6 +17,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "macro.h"
 #include "mounts.h"
 
@@ -408,37 +409,6 @@ static int setup_dev(struct setup *s, struct errmsg *e)
     return dev_links(dev, e);
 }
 
-static int read_all(int fd, char **ret, size_t *ret_len)
-{
-    size_t cap = 4096, len = 0;
-    _cleanup_free_ char *buf = malloc(cap + 1);
-    if (!buf)
-        return -ENOMEM;
-    for (;;) {
-        if (len == cap) {
-            if (cap >= MAX_DB_SIZE)
-                return -EFBIG;
-            char *bigger = realloc(buf, cap * 2 + 1);
-            if (!bigger)
-                return -ENOMEM;
-            buf = bigger;
-            cap *= 2;
-        }
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return negative_errno();
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    *ret = TAKE_PTR(buf);
-    *ret_len = len;
-    return 0;
-}
-
 /* True when a passwd/group line names `name` (field 1) or the id (field 3). */
 static bool db_line_matches(const char *line, size_t len, const char *name, unsigned id)
 {
@@ -455,20 +425,6 @@ static bool db_line_matches(const char *line, size_t len, const char *name, unsi
     int n = snprintf(idbuf, sizeof(idbuf), "%u", id);
     size_t rest = len - (size_t)(f2 + 1 - line);
     return rest > (size_t)n && memcmp(f2 + 1, idbuf, (size_t)n) == 0 && f2[1 + n] == ':';
-}
-
-static int write_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return negative_errno();
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
 }
 
 /* Opens the image's /etc/passwd or /etc/group for rewriting (made when missing), or returns 0
@@ -509,7 +465,7 @@ static int write_user_db(struct setup *s, const char *file, const char *name, un
     _cleanup_close_ int fd = -1;
     int r = open_user_db(s, file, &fd);
     if (r >= 0 && fd >= 0)
-        r = read_all(fd, &old, &old_len);
+        r = fd_read_all(fd, MAX_DB_SIZE, &old, &old_len);
     if (r < 0)
         return errmsg_set(e, r, "read the image's %s: %s", file, strerror(-r));
     if (fd < 0)
@@ -529,7 +485,7 @@ static int write_user_db(struct setup *s, const char *file, const char *name, un
         return -ENOMEM;
     if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
         r = negative_errno();
-    if (r < 0 || (r = write_all(fd, out, out_len)) < 0)
+    if (r < 0 || (r = fd_write_all(fd, out, out_len)) < 0)
         return errmsg_set(e, r, "write %s: %s", file, strerror(-r));
     return 0;
 }

@@ -27,6 +27,7 @@
 #include "mounts.h"
 #include "rootfs.h"
 #include "runtime.h"
+#include "strv.h"
 
 /* Everything the child needs, computed before the clone (the child gets a copy). */
 struct run_ctx {
@@ -375,15 +376,6 @@ static int run_once(struct run_ctx *c, int *ret_exit, bool *ret_refused, struct 
     return r;
 }
 
-static const char *env_get(char *const *env, const char *key)
-{
-    size_t n = strlen(key);
-    for (size_t i = 0; env && env[i]; i++)
-        if (strncmp(env[i], key, n) == 0 && env[i][n] == '=')
-            return env[i] + n + 1;
-    return NULL;
-}
-
 static int prepare_identity(struct run_ctx *c)
 {
     const struct run_spec *s = c->spec;
@@ -423,7 +415,7 @@ static int prepare_env(struct run_ctx *c)
         return -ENOMEM;
     memcpy(c->env, env, n * sizeof(char *));
     /* The spec's HOME wins; ours only fills a gap. */
-    if (!env_get(env, "HOME")) {
+    if (!strv_env_get(env, "HOME")) {
         if (asprintf(&c->home_env, "HOME=%s", c->plan.id.home) < 0)
             return -ENOMEM;
         c->env[n] = c->home_env;

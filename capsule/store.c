@@ -153,26 +153,8 @@ int store_read_file(int dfd, const char *rel, size_t max, char **ret, size_t *re
         return -EBADMSG;
     if ((uint64_t)st.st_size > max)
         return -EFBIG;
-    _cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
-    if (!buf)
-        return -ENOMEM;
-    size_t len = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf + len, (size_t)st.st_size + 1 - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return negative_errno();
-        if (n == 0)
-            break;
-        len += (size_t)n;
-        if (len > (size_t)st.st_size)
-            return -EFBIG; /* grew while being read */
-    }
-    buf[len] = '\0';
-    *ret = TAKE_PTR(buf);
-    *ret_len = len;
-    return 0;
+    /* The size limit holds even if the file grows while it is read. */
+    return fd_read_all(fd, max, ret, ret_len);
 }
 
 int store_write_atomic(struct store *s, const char *rel, const void *data, size_t len,
