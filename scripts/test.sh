@@ -167,6 +167,9 @@ fuzz_smoke() {
         # New inputs go to a temp dir so the source tree stays clean; seeds, when a target has
         # them, are read from <its folder>/corpus/<name>/ (or the name without "fuzz-").
         corpus=$(mktemp -d)
+        # Targets that drop root (fuzz-unpack runs as nobody, so that a bug cannot write to the
+        # real /etc) must still be able to add inputs and write crash artifacts.
+        chmod 1777 "$corpus" "$dir/fuzz-artifacts"
         seeds=$src/corpus/$name
         [ -d "$seeds" ] || seeds=$src/corpus/${name#fuzz-}
         [ -d "$seeds" ] || seeds=

@@ -51,6 +51,10 @@ from gntest import (  # noqa: E402,F401 - re-exported for the tests
     wait_for,
 )
 
+# The registry users of the auth fixtures (conftest.py). Here, not in conftest.py: every
+# component's tests run in one pytest session, where "conftest" names another folder's module.
+USERS = {"alice": "wonderland"}
+
 MEDIA_OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MEDIA_OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 MEDIA_LAYER = {

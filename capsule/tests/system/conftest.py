@@ -9,7 +9,7 @@ import pytest
 
 import capsuleutil as cu
 
-USERS = {"alice": "wonderland"}
+USERS = cu.USERS
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,6 @@ import time
 import pytest
 
 import capsuleutil as cu
-from conftest import USERS
 
 
 def pull(home, *args, **kw):
@@ -147,14 +146,14 @@ def test_basic_auth_from_netrc(images, basic_registry, home):
     assert_fails(pull(home, name), "access denied", "not found in", str(home.credentials_path))
     home.write_credentials(
         f"# test credentials\nmachine {basic_registry.host}\n  login alice\n"
-        f"  password {USERS['alice']}\n")
+        f"  password {cu.USERS['alice']}\n")
     assert_ok(pull(home, name))
     assert only_image(home)["name"] == name
 
 
 def test_basic_auth_from_docker_config(images, basic_registry, home):
     images.push("other", basic_registry.host, "private/other:1", creds=("alice", "wonderland"))
-    home.write_docker_config({basic_registry.host: ("alice", USERS["alice"])})
+    home.write_docker_config({basic_registry.host: ("alice", cu.USERS["alice"])})
     assert_ok(pull(home, f"{basic_registry.host}/private/other:1"))
 
 
@@ -173,7 +172,7 @@ def test_token_auth(images, token_registry, home):
     # Anonymous: the token server hands out a token without access, the registry says no.
     r = pull(home, name)
     assert_fails(r, "access denied", "not found in")
-    home.write_credentials(f"machine {reg.host} login alice password {USERS['alice']}\n")
+    home.write_credentials(f"machine {reg.host} login alice password {cu.USERS['alice']}\n")
     ts.requests.clear()
     assert_ok(pull(home, name))
     assert only_image(home)["name"] == name
