@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "launch.h"
+#include "manifest.h"
 #include "runtime.h"
 #include "store.h"
 #include "strv.h"
@@ -112,6 +113,26 @@ static char **read_environ(pid_t pid)
     return env;
 }
 
+/* Where `exec` starts without -w: as `docker exec`, the container's working directory
+ * (--workdir at create/run, else the image's WorkingDir, else "/"). Best effort: an image
+ * config that cannot be read leaves "/". */
+static char *container_cwd(struct cli_ctx *ctx, const struct container *ct)
+{
+    if (ct->workdir)
+        return strdup(ct->workdir);
+    _cleanup_(store_freep) struct store *st = NULL;
+    _cleanup_free_ char *data = NULL;
+    size_t len;
+    struct image_config img = {0};
+    char *cwd = NULL;
+    if (store_open(ctx->config.cache_dir, &st, NULL) >= 0 &&
+        store_blob_read(st, ct->config_digest, 4u << 20, &data, &len, NULL) >= 0 &&
+        image_config_parse(data, len, &img, NULL) >= 0 && img.working_dir)
+        cwd = strdup(img.working_dir);
+    image_config_done(&img);
+    return cwd ? cwd : strdup("/");
+}
+
 int cmd_exec(int argc, char **argv, struct cli_ctx *ctx)
 {
     static const struct option opts[] = {{"env", required_argument, NULL, 'e'},
@@ -120,13 +141,13 @@ int cmd_exec(int argc, char **argv, struct cli_ctx *ctx)
                                          {0}};
     const struct cli_command *cmd = cli_command_find("exec");
     _cleanup_strv_free_ char **set = strv_new();
-    const char *cwd = "/";
+    const char *workdir = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "+e:w:h", opts, NULL)) != -1) {
         if (c == 'e' && strv_push(&set, optarg) < 0)
             return cli_fail("out of memory"), LAUNCH_EXIT_FAILED;
         else if (c == 'w')
-            cwd = optarg;
+            workdir = optarg;
         else if (c == 'h')
             return printf("usage: capsule %s\n", cmd->usage), 0;
         else if (c != 'e')
@@ -141,7 +162,10 @@ int cmd_exec(int argc, char **argv, struct cli_ctx *ctx)
         return cli_fail("%s", e.text), LAUNCH_EXIT_FAILED;
     bool running = ct.running;
     pid_t pid = ct.pid;
+    _cleanup_free_ char *cwd = workdir ? strdup(workdir) : container_cwd(ctx, &ct);
     container_done(&ct);
+    if (!cwd)
+        return cli_fail("out of memory"), LAUNCH_EXIT_FAILED;
     if (!running || pid <= 0)
         return cli_fail("container '%s' is not running; start it with capsule start %s",
                         argv[optind], argv[optind]),

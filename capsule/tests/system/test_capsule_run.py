@@ -205,8 +205,10 @@ def test_exec_into_a_running_container(env, workdir):
     r = ok(home.capsule("ps"))
     assert "svc" in r.stdout and "running" in r.stdout
     # exec sees the container's own files (its tmpfs /tmp) and environment.
-    r = ok(home.capsule("exec", "svc", "/bin/sh", "-c", 'cat /tmp/mark; echo "$A"'))
-    assert r.stdout == "inside\n1\n"
+    r = ok(home.capsule("exec", "svc", "/bin/sh", "-c", 'cat /tmp/mark; echo "$A"; pwd'))
+    # The container's environment and, as docker exec, the image's WorkingDir.
+    assert r.stdout == "inside\n1\n/data\n"
+    assert ok(home.capsule("exec", "-w", "/etc", "svc", "/bin/sh", "-c", "pwd")).stdout == "/etc\n"
     assert home.capsule("exec", "svc", "/bin/sh", "-c", "exit 5").returncode == 5
     r = home.capsule("rm", "svc")
     assert r.returncode != 0 and "running" in r.stderr
