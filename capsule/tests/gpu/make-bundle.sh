@@ -30,6 +30,8 @@ if [ $# -ne 2 ]; then
 fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
+# shellcheck source=SCRIPTDIR/../../../tests/gpu/bundle-libs.sh
+. "$repo/tests/gpu/bundle-libs.sh"
 build=$(cd "$1" && pwd)
 out=$2
 capsule=$build/capsule/capsule
@@ -73,35 +75,8 @@ cp "$capsule_pull" "$stage/bin/capsule-pull"
 cp "$registry_bin" "$stage/bin/docker-registry"
 cp "$here/cuda-vecadd.cu" "$here/cuda-check.c" "$stage/src/"
 
-is_glibc() {
-    case "$1" in
-    ld-linux*.so.* | libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | \
-        libresolv.so.* | libanl.so.* | libutil.so.* | libnss_*.so.* | libmvec.so.* | \
-        libBrokenLocale.so.* | libthread_db.so.* | libc_malloc_debug.so.*)
-        return 0
-        ;;
-    esac
-    return 1
-}
-
 : >"$stage/MANIFEST"
-for prog in "$capsule" "$capsule_pull"; do
-    # ldd lists the whole closure (dependencies of dependencies too), one "soname => path" each.
-    while read -r soname arrow path _; do
-        [ "$arrow" = "=>" ] || continue
-        case "$path" in /*) ;; *)
-            echo "make-bundle: $prog: $soname not found by ldd" >&2
-            exit 1
-            ;;
-        esac
-        is_glibc "$soname" && continue
-        if [ ! -e "$stage/lib/$soname" ]; then
-            # Copied under its soname, the name the loader looks for, following symlinks.
-            cp -L "$path" "$stage/lib/$soname"
-            echo "lib/$soname <- $path" >>"$stage/MANIFEST"
-        fi
-    done < <(ldd "$prog")
-done
+bundle_libs "$stage/lib" "$stage/MANIFEST" "$capsule" "$capsule_pull"
 
 # The image: cuda-check always, cuda-vecadd when this machine can compile it.
 cc -std=gnu17 -O2 -Wall -Wextra -o "$work/cuda-check" "$here/cuda-check.c"

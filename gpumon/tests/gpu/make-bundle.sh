@@ -19,6 +19,8 @@ if [ $# -ne 2 ]; then
     exit 2
 fi
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+# shellcheck source=SCRIPTDIR/../../../tests/gpu/bundle-libs.sh
+. "$repo/tests/gpu/bundle-libs.sh"
 build=$(cd "$1" && pwd)
 out=$2
 gpumon=$build/gpumon/gpumon
@@ -40,37 +42,8 @@ mkdir -p "$out/bin" "$out/lib"
 cp "$gpumon" "$out/bin/gpumon"
 [ -x "$smi" ] && cp "$smi" "$out/bin/fake-nvidia-smi"
 
-# glibc's libraries (Debian 12 ships glibc 2.36; the machine's is at least that): never copied.
-is_glibc() {
-    case "$1" in
-    ld-linux*.so.* | libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | \
-        libresolv.so.* | libanl.so.* | libutil.so.* | libnss_*.so.* | libmvec.so.* | \
-        libBrokenLocale.so.* | libthread_db.so.* | libc_malloc_debug.so.*)
-        return 0
-        ;;
-    esac
-    return 1
-}
-
 : >"$out/MANIFEST"
-for prog in "$out"/bin/*; do
-    # ldd lists the whole closure (dependencies of dependencies too), one "soname => path" each.
-    while read -r soname arrow path _; do
-        [ "$arrow" = "=>" ] || continue
-        case "$path" in /*) ;; *)
-            echo "make-bundle: $prog: $soname not found by ldd" >&2
-            exit 1
-            ;;
-        esac
-        is_glibc "$soname" && continue
-        case "$soname" in libnvidia-ml.so*) continue ;; esac
-        if [ ! -e "$out/lib/$soname" ]; then
-            # Copied under its soname, the name the loader looks for, following symlinks.
-            cp -L "$path" "$out/lib/$soname"
-            echo "$soname $path" >>"$out/MANIFEST"
-        fi
-    done < <(ldd "$prog")
-done
+bundle_libs "$out/lib" "$out/MANIFEST" "$out"/bin/*
 
 cp "$repo/gpumon/tests/gpu/check-gpu.sh" "$out/check-gpu.sh"
 cp "$repo/bench/gpumon/gpumonbench.py" "$out/gpumonbench.py"
