@@ -7,7 +7,7 @@
 static const struct cli_command commands[] = {
     {"pull", cmd_pull, "pull [-q] [--platform OS/ARCH[/VARIANT]] [--keep-blobs] IMAGE",
      "fetch an image into the cache"},
-    {"version", cmd_version, "version", "print versions"},
+    {"version", cmd_version, "version", "print the version and path"},
     {"help", cmd_help, "help [COMMAND]", "show help"},
 };
 

@@ -18,7 +18,8 @@ static const struct cli_command commands[] = {
     {"rmi", cmd_rmi, "rmi IMAGE...", "remove images from the cache (layers go at the next gc)"},
     {"gc", cmd_gc, "gc", "remove layers and blobs no image or container uses"},
     {"check", cmd_check, "check [--driver-root DIR]", "diagnose this host"},
-    {"version", cmd_version, "version", "print versions"},
+    {"version", cmd_version_with_helper, "version",
+     "print the versions and paths of capsule and capsule-pull"},
     {"help", cmd_help, "help [COMMAND]", "show help"},
 };
 

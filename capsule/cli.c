@@ -93,8 +93,7 @@ int cmd_help(int argc, char **argv, struct cli_ctx *ctx)
 
 int cmd_version(int argc, char **argv, struct cli_ctx *ctx)
 {
-    printf("capsule %s\n", GPUNODE_VERSION);
-    return 0;
+    return cli_print_version(program_invocation_short_name);
 }
 
 int cli_main(int argc, char **argv, const struct cli_command *table, size_t n)
@@ -125,7 +124,7 @@ int cli_main(int argc, char **argv, const struct cli_command *table, size_t n)
             print_help(stdout);
             return 0;
         case 'V':
-            return cmd_version(0, NULL, &ctx);
+            return cli_command_find("version")->run(0, NULL, &ctx);
         default:
             print_help(stderr);
             return 2;

@@ -33,6 +33,14 @@ int cli_main(int argc, char **argv, const struct cli_command *table, size_t n);
 int cli_run_pull_helper(const struct cli_ctx *ctx, const char *image);
 /* The `pull` entry of capsule's table: replaces this process with capsule-pull. */
 int cmd_pull_exec(int argc, char **argv, struct cli_ctx *ctx);
+/* Which capsule-pull that is: $CAPSULE_PULL; for the installed capsule the installed helper;
+ * otherwise (a build tree, a bundle, a copy) the one beside this program, never an installed one.
+ * capsule's `version` prints its own line, then runs the helper's `version`, so the output names
+ * both programs by path: "capsule 0.1.0 (/usr/local/bin/capsule)", "capsule-pull 0.1.0 (...)".
+ * Returns 0, or the helper's failure (printed). */
+int cmd_version_with_helper(int argc, char **argv, struct cli_ctx *ctx);
+/* Prints "<program> <version> (<path of this executable>)"; returns 0. */
+int cli_print_version(const char *program);
 
 /* Prints "capsule: <text>" to stderr and returns 1; for `return cli_fail(e.text)`. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,7 +1,6 @@
 /* Running capsule-pull from capsule (see cli.h for why pulls live in their own program). */
 #include <errno.h>
 #include <limits.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +12,28 @@
 #ifndef CAPSULE_LIBEXECDIR
 #define CAPSULE_LIBEXECDIR "/usr/local/libexec/gpunode"
 #endif
+#ifndef CAPSULE_BINDIR
+#define CAPSULE_BINDIR "/usr/local/bin"
+#endif
 
-/* $CAPSULE_PULL, else capsule-pull beside this program (a build tree), else the installed one. */
+/* This program's own path and the folder it lies in; false if /proc/self/exe cannot be read. */
+static bool self_path(char *self, size_t size, char **ret_slash)
+{
+    ssize_t n = readlink("/proc/self/exe", self, size - 1);
+    if (n <= 0)
+        return false;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return false;
+    *ret_slash = slash;
+    return true;
+}
+
+/* $CAPSULE_PULL; else, for the installed capsule (CAPSULE_BINDIR/capsule), the installed helper;
+ * else the one beside this program: a build tree, a bundle or a copy runs its own helper and never
+ * falls back to an installed one, which would be another build's code (and, in a test, would make
+ * a broken build pass). A missing helper is then an error that names the path it should be at. */
 static void helper_path(char *buf, size_t size)
 {
     const char *env = getenv("CAPSULE_PULL");
@@ -22,15 +41,16 @@ static void helper_path(char *buf, size_t size)
         snprintf(buf, size, "%s", env);
         return;
     }
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        if (snprintf(buf, size, "%s/capsule-pull", dirname(self)) < (int)size &&
-            access(buf, X_OK) == 0)
-            return;
+    char self[PATH_MAX], *slash;
+    if (!self_path(self, sizeof(self), &slash)) {
+        snprintf(buf, size, "%s/capsule-pull", CAPSULE_LIBEXECDIR);
+        return;
     }
-    snprintf(buf, size, "%s/capsule-pull", CAPSULE_LIBEXECDIR);
+    *slash = '\0';
+    if (strcmp(self, CAPSULE_BINDIR) == 0)
+        snprintf(buf, size, "%s/capsule-pull", CAPSULE_LIBEXECDIR);
+    else
+        snprintf(buf, size, "%s/capsule-pull", self);
 }
 
 int cmd_pull_exec(int argc, char **argv, struct cli_ctx *ctx)
@@ -42,7 +62,10 @@ int cmd_pull_exec(int argc, char **argv, struct cli_ctx *ctx)
     return cli_fail("cannot run %s: %s (set CAPSULE_PULL to its path)", path, strerror(errno));
 }
 
-int cli_run_pull_helper(const struct cli_ctx *ctx, const char *image)
+/* Runs the helper with `args` (NULL-terminated, after the global options) and waits; its stdout
+ * goes to our stderr unless keep_stdout. Returns its exit status (127, printed, if it could not be
+ * executed), or 1 (printed) if it could not be started at all. */
+static int run_helper(const struct cli_ctx *ctx, char *const *args, bool keep_stdout)
 {
     char path[PATH_MAX];
     helper_path(path, sizeof(path));
@@ -55,15 +78,16 @@ int cli_run_pull_helper(const struct cli_ctx *ctx, const char *image)
     }
     if (ctx->quiet)
         argv[n++] = "-q";
-    argv[n++] = "pull";
-    argv[n++] = (char *)image;
+    for (; *args && n < sizeof(argv) / sizeof(argv[0]) - 1; args++)
+        argv[n++] = *args;
     argv[n] = NULL;
+    fflush(stdout);
     pid_t pid = fork();
     if (pid < 0)
         return cli_fail("fork: %s", strerror(errno));
     if (pid == 0) {
-        /* What the pull prints is not the container's output: keep stdout for the command. */
-        dup2(STDERR_FILENO, STDOUT_FILENO);
+        if (!keep_stdout)
+            dup2(STDERR_FILENO, STDOUT_FILENO);
         execv(path, argv);
         fprintf(stderr, "capsule: cannot run %s: %s (set CAPSULE_PULL to its path)\n", path,
                 strerror(errno));
@@ -74,4 +98,28 @@ int cli_run_pull_helper(const struct cli_ctx *ctx, const char *image)
         if (errno != EINTR)
             return cli_fail("waitpid: %s", strerror(errno));
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int cli_run_pull_helper(const struct cli_ctx *ctx, const char *image)
+{
+    /* What the pull prints is not the container's output: keep stdout for the command. */
+    char *args[] = {"pull", (char *)image, NULL};
+    return run_helper(ctx, args, false);
+}
+
+int cli_print_version(const char *program)
+{
+    char self[PATH_MAX], *slash;
+    if (self_path(self, sizeof(self), &slash))
+        printf("%s %s (%s)\n", program, GPUNODE_VERSION, self);
+    else
+        printf("%s %s\n", program, GPUNODE_VERSION);
+    return 0;
+}
+
+int cmd_version_with_helper(int argc, char **argv, struct cli_ctx *ctx)
+{
+    cli_print_version("capsule");
+    char *args[] = {"version", NULL};
+    return run_helper(ctx, args, true);
 }
