@@ -58,6 +58,32 @@ def short_tmpdir(prefix):
     return path
 
 
+_reachable = {}
+
+
+def reachable_copy(*paths):
+    """A folder any user can enter holding copies of `paths` (files or folders, by their base
+    names), for a program run as a test user: the checkout may sit below a directory only root can
+    enter (/root, mktemp -d), so that user could not run or read the originals. Programs that find
+    each other beside themselves (capsule and capsule-pull) are copied together. Made once per set
+    of paths in a process, and removed when it exits."""
+    key = tuple(str(Path(p).resolve()) for p in paths)
+    if key not in _reachable:
+        import atexit
+        import shutil
+
+        d = short_tmpdir("gn-reach-")
+        atexit.register(shutil.rmtree, d, ignore_errors=True)
+        for src in map(Path, key):
+            if src.is_dir():
+                shutil.copytree(src, d / src.name, symlinks=True)
+            else:
+                shutil.copy2(src, d / src.name)
+        subprocess.run(["chmod", "-R", "a+rX", str(d)], check=True)
+        _reachable[key] = d
+    return _reachable[key]
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -165,16 +191,23 @@ class Proc:
         return None
 
 
-def run(argv, timeout=30, user=None, env=None, check=False):
-    """Runs a command to completion and returns CompletedProcess with text output. `user` is a
-    (uid, gid) pair to run it as, through setpriv, so supplementary groups come from
-    /etc/group as they would for a login. NO_COLOR is set unless `env` says otherwise, so
-    output is plain even where a program would colour it."""
+def as_user(user, argv):
+    """argv run as `user`, a (uid, gid) pair, through setpriv, so that supplementary groups come
+    from /etc/group as they would for a login; argv itself when user is None."""
     argv = [str(a) for a in argv]
-    if user is not None:
-        uid, gid = user
-        argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups", "--"] + argv
-    full_env = dict(os.environ)
+    if user is None:
+        return argv
+    uid, gid = user
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups", "--"] + argv
+
+
+def run(argv, timeout=30, user=None, env=None, check=False, unset=()):
+    """Runs a command to completion and returns CompletedProcess with text output. `user` is a
+    (uid, gid) pair to run it as (as_user). The environment is ours less `unset`, updated with
+    `env`. NO_COLOR is set unless `env` says otherwise, so output is plain even where a program
+    would colour it."""
+    argv = as_user(user, argv)
+    full_env = {k: v for k, v in os.environ.items() if k not in unset}
     full_env.update(env or {})
     full_env.setdefault("NO_COLOR", "1")
     return subprocess.run(

@@ -14,7 +14,6 @@ and a module name used twice would shadow the other.
 
 import base64
 import datetime
-import grp
 import gzip
 import hashlib
 import http.client
@@ -43,9 +42,11 @@ if str(REPO / "tests" / "pylib") not in sys.path:
 from gntest import (  # noqa: E402,F401 - re-exported for the tests
     SANITIZER_MARKERS,
     Proc,
+    as_user,
     build_dir,
     free_port,
     need_built,
+    reachable_copy,
     run,
     short_tmpdir,
     wait_for,
@@ -67,8 +68,25 @@ MANIFEST_ACCEPT = ", ".join([MEDIA_OCI_INDEX, MEDIA_OCI_MANIFEST,
                              "application/vnd.docker.distribution.manifest.v2+json"])
 
 
-def capsule_binary():
-    return str(need_built(build_dir() / "capsule" / "capsule", "capsule", executable=True))
+# gpunode's version as the programs print it (meson.build's project version).
+VERSION = re.search(r"version: '([^']+)'", (REPO / "meson.build").read_text()).group(1)
+
+# The caller's GPU requests: a test that wants GPUs asks for them itself, so the suite behaves
+# the same on a GPU node, inside a Slurm job or under gpuq as on a CPU machine.
+GPU_REQUEST_VARIABLES = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES",
+                         "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_DISABLE_REQUIRE")
+
+
+def capsule_binary(for_user=None):
+    """The build's capsule; for a test user (a (uid, gid) other than root's), a copy of capsule
+    and capsule-pull side by side in a folder that user can enter (gntest.reachable_copy), so the
+    capsule-pull that runs is this build's, found beside it."""
+    build = build_dir() / "capsule"
+    capsule = need_built(build / "capsule", "capsule", executable=True)
+    if not for_user or for_user[0] == 0:
+        return str(capsule)
+    pull = need_built(build / "capsule-pull", "capsule-pull", executable=True)
+    return str(reachable_copy(capsule, pull) / "capsule")
 
 
 def sha256(data):
@@ -133,20 +151,24 @@ class Home:
         self.chown()
 
     def capsule(self, *args, env=None, user=None, timeout=180):
-        """Runs capsule with this home's directories; returns CompletedProcess (text). A
-        sanitizer report fails the test whatever the exit status."""
+        """Runs capsule with this home's directories, as `user` or the home's owner; returns
+        CompletedProcess (text). A sanitizer report fails the test whatever the exit status."""
         full = self.env()
         full.update(env or {})
-        r = run([capsule_binary(), *args], timeout=timeout, user=user or self.owner, env=full)
+        user = user or self.owner
+        r = run([capsule_binary(user), *args], timeout=timeout, user=user, env=full,
+                unset=GPU_REQUEST_VARIABLES)
         out = r.stdout + r.stderr
         assert not any(m in out for m in SANITIZER_MARKERS), out
         return r
 
     def popen(self, *args, env=None, log=None):
         """Starts capsule in the background (a Proc, output in log)."""
-        full = self.env()
+        full = {k: v for k, v in os.environ.items() if k not in GPU_REQUEST_VARIABLES}
+        full.update(self.env())
         full.update(env or {})
-        return Proc([capsule_binary(), *args], log or self.root / "capsule.log", env=full)
+        return Proc([capsule_binary(), *args], log or self.root / "capsule.log", env=full,
+                    replace_env=True)
 
     def layer_dir(self, digest):
         return self.cache / "layers" / "sha256" / hexpart(digest)
@@ -164,22 +186,44 @@ class Home:
         return json.loads(r.stdout)
 
 
-def ensure_user(name, group=None):
-    """A local test user (made with useradd -m if missing), optionally also in `group` (made if
-    missing). Returns (uid, gid)."""
-    if group:
-        try:
-            grp.getgrnam(group)
-        except KeyError:
-            subprocess.run(["groupadd", group], check=True)
-    try:
+class TestUsers:
+    """Local users and groups for one pytest session, named after its pid (the plain and the
+    sanitizer runs go side by side, each with its own), made on first use and removed by
+    remove() (the capsule_users fixture calls it)."""
+
+    def __init__(self):
+        self.suffix = f"{os.getpid() % 100000}"
+        self.users, self.groups = {}, {}
+
+    def name(self, role):
+        """The login name of a role: "cst-<role><pid>"."""
+        return f"cst-{role}{self.suffix}"
+
+    def group(self, role):
+        """A group's name (made if missing): "cstg-<role><pid>"."""
+        name = f"cstg-{role}{self.suffix}"
+        if role not in self.groups:
+            subprocess.run(["groupadd", name], check=True, capture_output=True)
+            self.groups[role] = name
+        return name
+
+    def user(self, role, group=None):
+        """(uid, gid) of the role's user, made if missing, also in the group of role `group`."""
+        name = self.name(role)
+        if role not in self.users:
+            argv = ["useradd", "-M", "-N", "-g", "nogroup"]
+            if group:
+                argv += ["-G", self.group(group)]
+            subprocess.run(argv + [name], check=True, capture_output=True)
+            self.users[role] = name
         pw = pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "-m", name], check=True)
-        pw = pwd.getpwnam(name)
-    if group and name not in grp.getgrnam(group).gr_mem:
-        subprocess.run(["usermod", "-a", "-G", group, name], check=True)
-    return pw.pw_uid, pw.pw_gid
+        return pw.pw_uid, pw.pw_gid
+
+    def remove(self):
+        for name in self.users.values():
+            subprocess.run(["userdel", name], capture_output=True)
+        for name in self.groups.values():
+            subprocess.run(["groupdel", name], capture_output=True)
 
 
 # ---- the registry ----

@@ -60,3 +60,11 @@ def token_registry(workdir):
     yield reg, ts
     reg.stop()
     ts.stop()
+
+
+@pytest.fixture(scope="session")
+def capsule_users():
+    """Test users of this session (capsuleutil.TestUsers), removed at its end."""
+    users = cu.TestUsers()
+    yield users
+    users.remove()

@@ -19,7 +19,7 @@ GPU1 = "GPU-8b7c6d5e-1a2b-4c3d-8e9f-112233445566"
 MIG2 = "MIG-0c1d2e3f-4a5b-5c6d-8e7f-8091a2b3c4d5"
 V = "580.159.04"
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
-FIXTURE = cu.REPO / "tests" / "fixtures" / "nvml" / "capsule-h200-mig.json"
+FIXTURE_SOURCE = cu.REPO / "tests" / "fixtures" / "nvml" / "capsule-h200-mig.json"
 # What a test asks inside the container: device nodes, the library links, the environment.
 PROBE = ("for f in /dev/nvidia0 /dev/nvidia1 /dev/nvidiactl /dev/nvidia-uvm "
          "/dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap21 "
@@ -31,6 +31,11 @@ PROBE = ("for f in /dev/nvidia0 /dev/nvidia1 /dev/nvidiactl /dev/nvidia-uvm "
          "echo CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset}")
 
 
+def fixture_path():
+    """The fixture, copied where a test user can read it (the checkout may not be)."""
+    return cu.reachable_copy(FIXTURE_SOURCE) / FIXTURE_SOURCE.name
+
+
 @pytest.fixture(scope="module")
 def gpu_world():
     """The driver tree and the image (tags gpu: no GPU request; gpu-req: NVIDIA_VISIBLE_DEVICES
@@ -38,9 +43,10 @@ def gpu_world():
     build = cu.build_dir()
     stubs = cu.need_built(build / "capsule" / "tests" / "driver-tree" / "nvidia-smi",
                           "the stand-in nvidia-smi", executable=True).parent
-    nvml = cu.need_built(build / "tests" / "fake-nvml" / "libnvidia-ml.so.1", "the fake NVML")
-    if "libasan" in subprocess.run(["ldd", str(nvml)], capture_output=True, text=True).stdout:
-        pytest.skip("the fake NVML is a sanitizer build: it cannot load inside a container")
+    # The fake NVML built without sanitizers (tests/fake-nvml/plain): it is loaded inside
+    # containers too, where no sanitizer runtime is.
+    nvml = cu.need_built(build / "tests" / "fake-nvml" / "plain" / "libnvidia-ml.so.1",
+                         "the fake NVML (plain)")
     d = cu.short_tmpdir("capsule-gpu-")
     try:
         tree = d / "tree"
@@ -75,18 +81,15 @@ def gpu_image(gpu_world, registry, home):
 def capsule_run(home, tree, *args, env=None, user=None):
     """capsule run with the tree as driver root and the fixture visible inside; the caller's
     environment is exactly home's plus env (no GPU variables of whoever runs the tests)."""
-    full = {k: v for k, v in os.environ.items()
-            if k not in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES",
-                         "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_DISABLE_REQUIRE")}
+    fixture = fixture_path()
+    full = {k: v for k, v in os.environ.items() if k not in cu.GPU_REQUEST_VARIABLES}
     full.update(home.env())
-    full["FAKE_NVML_FIXTURE"] = str(FIXTURE)
+    full["FAKE_NVML_FIXTURE"] = str(fixture)
     full.update(env or {})
-    argv = [cu.capsule_binary(), "run", "--pull", "never", "--no-home", "--driver-root", tree,
-            "--mount", f"{FIXTURE.parent}:{FIXTURE.parent}:ro",
-            "-e", f"FAKE_NVML_FIXTURE={FIXTURE}", *args]
-    if user:
-        argv = ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--init-groups", "--"] + argv
-    r = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=120,
+    argv = [cu.capsule_binary(user), "run", "--pull", "never", "--no-home", "--driver-root", tree,
+            "--mount", f"{fixture.parent}:{fixture.parent}:ro",
+            "-e", f"FAKE_NVML_FIXTURE={fixture}", *args]
+    r = subprocess.run(cu.as_user(user, argv), capture_output=True, text=True, timeout=120,
                        env=full, stdin=subprocess.DEVNULL)
     assert not any(m in r.stdout + r.stderr for m in cu.SANITIZER_MARKERS), r.stderr
     return r
@@ -172,9 +175,9 @@ def test_image_requirement_enforced(gpu_image, home):
     assert r.stdout.strip() == f"{GPU0},{GPU1}"
 
 
-def test_ordinary_user(gpu_world, registry, workdir):
+def test_ordinary_user(gpu_world, registry, workdir, capsule_users):
     tree, lay = gpu_world
-    uid, gid = cu.ensure_user("capsulegpu")
+    uid, gid = capsule_users.user("gpu")
     home = cu.Home(workdir / "gpu-user", owner=(uid, gid))
     lay.push("gpu", registry.host, "gpu/gpu:1")
     image = f"{registry.host}/gpu/gpu:1"
@@ -187,7 +190,8 @@ def test_ordinary_user(gpu_world, registry, workdir):
 
 def test_capsule_check_reports_driver(gpu_world, home):
     tree, _ = gpu_world
-    r = home.capsule("check", "--driver-root", str(tree), env={"FAKE_NVML_FIXTURE": str(FIXTURE)})
+    r = home.capsule("check", "--driver-root", str(tree),
+                     env={"FAKE_NVML_FIXTURE": str(fixture_path())})
     out = r.stdout + r.stderr
     assert f"driver {V}, CUDA 13.0, 2 GPUs" in out, out
     assert f"compute: libcuda.so.{V}" in out, out

@@ -8,6 +8,7 @@ import json
 import os
 import pty
 import select
+import shutil
 import signal
 import stat
 import subprocess
@@ -221,9 +222,37 @@ def test_concurrent_pulls_share_the_work(images, registry, home):
     assert home.tmp_entries() == []
 
 
-def test_two_users_share_a_cache(images, registry, workdir):
-    uids = [cu.ensure_user(u, group="capsule-share") for u in ("capsule-a", "capsule-b")]
-    gid = grp.getgrnam("capsule-share").gr_gid
+def test_capsule_runs_the_helper_beside_it(images, registry, home, workdir):
+    build = cu.build_dir() / "capsule"
+    r = home.capsule("version")
+    assert_ok(r)
+    assert r.stdout.splitlines() == [
+        f"capsule {cu.VERSION} ({build}/capsule)",
+        f"capsule-pull {cu.VERSION} ({build}/capsule-pull)"], r.stdout
+    # A capsule with no capsule-pull beside it names the path it needs and runs no other one
+    # (an installed one would be another build's code).
+    lone = workdir / "lone"
+    lone.mkdir()
+    shutil.copy2(build / "capsule", lone / "capsule")
+    images.push("multi", registry.host, "multi:1")
+    name = f"{registry.host}/multi:1"
+    for args in (["pull", "-q", name], ["run", "--no-home", name, "-c", "true"],
+                 ["version"]):
+        r = cu.run([lone / "capsule", *args], env=home.env())
+        assert r.returncode != 0, (args, r.stdout)
+        assert f"cannot run {lone}/capsule-pull: No such file or directory" in r.stderr, \
+            (args, r.stderr)
+    assert home.images_json() == []
+    # CAPSULE_PULL names another one.
+    r = cu.run([lone / "capsule", "pull", "-q", name],
+               env={**home.env(), "CAPSULE_PULL": str(build / "capsule-pull")})
+    assert_ok(r)
+    assert [i["name"] for i in home.images_json()] == [name]
+
+
+def test_two_users_share_a_cache(images, registry, workdir, capsule_users):
+    uids = [capsule_users.user(u, group="share") for u in ("share-a", "share-b")]
+    gid = grp.getgrnam(capsule_users.group("share")).gr_gid
     shared = workdir / "shared-cache"
     shared.mkdir()
     os.chown(shared, 0, gid)
@@ -235,9 +264,8 @@ def test_two_users_share_a_cache(images, registry, workdir):
         h.write_config(cache_dir=str(shared))
     procs = []
     for i, h in enumerate(homes):
-        uid, ugid = uids[i]
-        argv = ["setpriv", f"--reuid={uid}", f"--regid={ugid}", "--init-groups", "--",
-                "sh", "-c", 'umask 002; exec "$0" "$@"', cu.capsule_binary(), "pull", "-q", name]
+        argv = cu.as_user(uids[i], ["sh", "-c", 'umask 002; exec "$0" "$@"',
+                                    cu.capsule_binary(uids[i]), "pull", "-q", name])
         procs.append(cu.Proc(argv, workdir / f"pull{i}.log", env=h.env()))
     for p in procs:
         assert p.wait(120) == 0, p.log()

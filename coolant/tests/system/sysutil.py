@@ -40,9 +40,14 @@ from gntest import (  # noqa: E402,F401 - re-exported for the tests
 )
 
 
-def binary(name):
-    """Path of one of coolant's programs in the build dir; fails the test if it is missing."""
-    return str(gntest.need_built(build_dir() / "coolant" / name / name, name, executable=True))
+def binary(name, for_user=None):
+    """Path of one of coolant's programs in the build dir; fails the test if it is missing. For a
+    test user (a (uid, gid) other than root's), a copy where that user can run it
+    (gntest.reachable_copy)."""
+    path = gntest.need_built(build_dir() / "coolant" / name / name, name, executable=True)
+    if for_user and for_user[0] != 0:
+        path = gntest.reachable_copy(path) / name
+    return str(path)
 
 
 # ---- HTTP over a Unix socket (coold's control API) and /metrics ----

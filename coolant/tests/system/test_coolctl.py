@@ -29,7 +29,7 @@ def curve_points(text):
 
 
 def coolctl(daemon, *args, user=None, timeout=60):
-    return sysutil.run([sysutil.binary("coolctl"), "--socket", daemon.socket, *args],
+    return sysutil.run([sysutil.binary("coolctl", user), "--socket", daemon.socket, *args],
                        user=user, timeout=timeout)
 
 

@@ -161,8 +161,9 @@ def write_atomic(path, data):
 class Gpumon:
     """gpumon on a free loopback port with the fake NVML and a private copy of a fixture.
 
-    nvml: "current" / "old" (the fake's variants), or None for a host without any
-    libnvidia-ml.so.1 on the library path. fixture: a name under tests/fixtures/nvml, a dict, or
+    nvml: "current" / "old" (the fake's variants), or None for a host without a driver: gpumon
+    is pointed at a libnvidia-ml.so.1 that does not exist (nvml_library), so that a GPU node's
+    real library, which the dynamic loader would find in its ld cache, stays out too. fixture: a name under tests/fixtures/nvml, a dict, or
     None (no FAKE_NVML_FIXTURE). Short intervals by default so a test need not wait long. The
     process is started, not waited for: see wait_ready()."""
 
@@ -178,6 +179,8 @@ class Gpumon:
             self.write_fixture(data)
         self.config = self.workdir / f"{name}.conf"
         conf = {"rescan_interval": rescan_interval}
+        if nvml is None:
+            conf["nvml_library"] = str(self.workdir / "no-driver" / "libnvidia-ml.so.1")
         conf.update(config or {})
         self.config.write_text("[gpumon]\n" + "".join(f"{k} = {v}\n" for k, v in conf.items()))
         self.env = self._env(nvml, fixture is not None)
