@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "test-skip.h"
+
 #include "capsule-config.h"
 #include "strv.h"
 
@@ -114,7 +116,7 @@ static void test_deploy_example_loads(void **state)
 {
     const char *src = getenv("CAPSULE_TEST_SOURCE_DIR");
     if (!src)
-        skip();
+        test_skip("CAPSULE_TEST_SOURCE_DIR is not set (meson test sets it)");
     char path[1024];
     snprintf(path, sizeof(path), "%s/../../deploy/capsule.conf.example", src);
     struct capsule_config c;

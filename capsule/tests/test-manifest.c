@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "test-skip.h"
+
 #include "digest.h"
 #include "manifest.h"
 
@@ -408,7 +410,7 @@ static void parse_corpus(const char *name, bool manifest)
     char dir[4096];
     const char *src = getenv("CAPSULE_TEST_SOURCE_DIR");
     if (!src)
-        skip();
+        test_skip("CAPSULE_TEST_SOURCE_DIR is not set (meson test sets it)");
     snprintf(dir, sizeof(dir), "%s/../fuzz/corpus/%s", src, name);
     DIR *d = opendir(dir);
     assert_non_null(d);

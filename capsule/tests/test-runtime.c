@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "test-skip.h"
+
 #include "macro.h"
 #include "rootfs.h"
 #include "runtime.h"
@@ -221,10 +223,8 @@ static int group_teardown(void **state)
 
 static int test_setup(void **state)
 {
-    if (skip_reason) {
-        fprintf(stderr, "skipped: %s\n", skip_reason);
-        skip();
-    }
+    if (skip_reason)
+        test_skip(skip_reason);
     return 0;
 }
 
@@ -393,10 +393,8 @@ static void test_standard_mounts(void **state)
  * locked, and the remount must keep them or the kernel refuses it. */
 static void test_locked_flags(void **state)
 {
-    if (getuid() != 0) {
-        fprintf(stderr, "skipped: needs root to mount a nosuid,nodev scratch file system\n");
-        skip();
-    }
+    if (getuid() != 0)
+        test_skip("needs root to mount a nosuid,nodev scratch file system");
     char dir[1024];
     snprintf(dir, sizeof(dir), "%s/locked", tmp);
     mkdirs("%s", dir);
@@ -697,10 +695,8 @@ static void test_max_layers(void **state)
  * mapped. The overlay cannot create anything in their directories; AUTO copies instead. */
 static void test_foreign_layers(void **state)
 {
-    if (getuid() != 0) {
-        fprintf(stderr, "skipped: needs root to give layers to another user\n");
-        skip();
-    }
+    if (getuid() != 0)
+        test_skip("needs root to give layers to another user");
     char layer[1024], cmd[4096];
     snprintf(layer, sizeof(layer), "%s/foreign", tmp);
     snprintf(cmd, sizeof(cmd), "cp -a %s %s && chown -R 65534:65534 %s", base_layer, layer, layer);

@@ -25,6 +25,8 @@
 
 #include <cmocka.h>
 
+#include "test-skip.h"
+
 #include "digest.h"
 #include "store.h"
 #include "unpack.h"
@@ -779,7 +781,7 @@ static void test_remove_tree_stops_at_mounts(void **state)
 {
     struct ctx *c = *state;
     if (geteuid() != 0)
-        skip();
+        test_skip("needs root to mount a tmpfs");
     char top[256], m[PATH_MAX];
     snprintf(top, sizeof(top), "%s/mounted", c->base);
     snprintf(m, sizeof(m), "%s/mnt", top);
@@ -790,7 +792,7 @@ static void test_remove_tree_stops_at_mounts(void **state)
         _exit(remove_across_mount(top));
     int status = child_status(pid);
     if (status == 2)
-        skip();
+        test_skip("cannot mount a tmpfs in a private mount namespace here");
     assert_int_equal(status, 0);
 }
 

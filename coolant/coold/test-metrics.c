@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "test-skip.h"
+
 #include "macro.h"
 #include "metrics.h"
 
@@ -116,7 +118,7 @@ static void test_openmetrics(void **state)
 static void test_promtool_accepts(void **state)
 {
     if (access("/usr/bin/promtool", X_OK) != 0)
-        skip();
+        test_skip("promtool is not installed (Debian: prometheus)");
     struct coold_view v;
     sample_view(&v);
     _cleanup_free_ char *t = render(&v, PROM_FORMAT_TEXT);

@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "test-skip.h"
+
 #include "expose.h"
 
 #ifndef GOLDEN_DIR
@@ -351,7 +353,7 @@ static bool lint_expected(const char *line, const char *text)
 static void check_promtool(const char *text)
 {
     if (system("command -v promtool >/dev/null 2>&1") != 0)
-        skip();
+        test_skip("promtool is not installed (Debian: prometheus)");
     char in[] = "/tmp/test-expose-in-XXXXXX", out[] = "/tmp/test-expose-out-XXXXXX";
     int fd = mkstemp(in), fd2 = mkstemp(out);
     assert_true(fd >= 0 && fd2 >= 0);

@@ -29,6 +29,8 @@
 
 #include <cmocka.h>
 
+#include "test-skip.h"
+
 #include "http-client.h"
 #include "http-server.h"
 
@@ -810,7 +812,7 @@ static bool root_request_ok(const char *path)
 static void test_unix_slow_users_cannot_lock_out_root(void **state)
 {
     if (geteuid() != 0)
-        skip(); /* needs other uids */
+        test_skip("needs root to connect as other uids");
     enum { USERS = HTTP_SERVER_MAX_UNPRIVILEGED / HTTP_SERVER_MAX_PER_UID + 1 };
     char dir[64] = "/tmp/test-http-uid-XXXXXX", path[128];
     assert_non_null(mkdtemp(dir));
@@ -830,7 +832,7 @@ static void test_unix_slow_users_cannot_lock_out_root(void **state)
             slow_user_stop(&u[i]);
         http_server_free(TAKE_PTR(s));
         rmdir(dir);
-        skip();
+        test_skip("cannot switch to the uids 64000 and up here");
     }
 
     /* Each uid opens more than its share, one uid after the other: every uid keeps exactly its

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "test-skip.h"
+
 #include "prom.h"
 
 static char *finish(struct prom_writer *w)
@@ -145,7 +147,7 @@ static void test_openmetrics_help_quotes(void **state)
 static void test_promtool_accepts_text(void **state)
 {
     if (access("/usr/bin/promtool", X_OK) != 0 && system("command -v promtool >/dev/null") != 0)
-        skip();
+        test_skip("promtool is not installed (Debian: prometheus)");
     _cleanup_free_ char *t = sample_exposition(PROM_FORMAT_TEXT);
     FILE *p = popen("promtool check metrics", "w");
     assert_non_null(p);
