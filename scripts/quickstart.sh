@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs, builds and starts the gpunode stack on this machine:
-#   dependencies -> build/ -> meson install (/usr/local) -> /etc/coold/coold.conf and
+#   dependencies -> build-release/ -> meson install (/usr/local) -> /etc/coold/coold.conf and
 #   /etc/gpumon/gpumon.conf (written when missing) -> coolsim (unless a real controller is
 #   configured) + coold, and gpumon (GPU telemetry on :9400). Under systemd the units in
 #   deploy/systemd/ are installed and started; otherwise the programs run in the background with
@@ -22,13 +22,15 @@
 # dir, never uses systemd, starts no Docker Engine but the demo's (its files under the dir too),
 # and takes the metrics ports from COOLD_METRICS_LISTEN and GPUMON_LISTEN: for trying and
 # testing the script.
-# QUICKSTART_BUILD=DIR builds and installs from DIR (default build/, prefix /usr/local);
+# The build installed is an optimised one, build-release/ (meson's release build type, the one
+# the benchmarks in bench/ measure); QUICKSTART_BUILD=DIR builds and installs from DIR instead,
+# as it is set up (tests hand it the build under test), with prefix /usr/local;
 # QUICKSTART_SKIP_DEPS=1 skips scripts/install-deps.sh.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 R=${QUICKSTART_ROOT:-}
-BUILD=${QUICKSTART_BUILD:-build}
+BUILD=${QUICKSTART_BUILD:-build-release}
 ETC=$R/etc/coold
 LOGDIR=$R/var/log/coold
 RUNDIR=$R/run/coold
@@ -41,11 +43,13 @@ SIM_LINK=/run/coolsim/ttyCOOL0
 METRICS=${COOLD_METRICS_LISTEN:-127.0.0.1:9420}
 SCENARIO=${COOLSIM_SCENARIO:-normal}
 # gpumon: GPU telemetry. Without a GPU or driver it still serves /metrics, with gpumon_up 0 and
-# the reason; GPUMON_LISTEN only goes into a new /etc/gpumon/gpumon.conf.
+# the reason; GPUMON_LISTEN and GPUMON_NVML_LIBRARY (default: libnvidia-ml.so.1 through the
+# dynamic loader) only go into a new /etc/gpumon/gpumon.conf.
 GPUMON_ETC=$R/etc/gpumon
 GPUMON_LOGDIR=$R/var/log/gpumon
 GPUMON_RUNDIR=$R/run/gpumon
 GPUMON_LISTEN=${GPUMON_LISTEN:-:9400}
+GPUMON_NVML_LIBRARY=${GPUMON_NVML_LIBRARY:-}
 PYTHON=/usr/bin/python3
 
 # The demo's private Docker Engine, its container, and the shutdown command of simulator mode.
@@ -292,7 +296,10 @@ gpumon_conf_get() { sed -n "s/^$1 *= *//p" "$GPUMON_ETC/gpumon.conf" | head -n 1
 
 write_gpumon_config() {
     mkdir -p "$GPUMON_ETC"
-    sed -e "s|^listen = .*|listen = $GPUMON_LISTEN|" deploy/gpumon.conf.example \
+    local nvml=()
+    [ -z "$GPUMON_NVML_LIBRARY" ] ||
+        nvml=(-e "s|^nvml_library =.*|nvml_library = $GPUMON_NVML_LIBRARY|")
+    sed -e "s|^listen = .*|listen = $GPUMON_LISTEN|" "${nvml[@]}" deploy/gpumon.conf.example \
         >"$GPUMON_ETC/gpumon.conf.new"
     mv "$GPUMON_ETC/gpumon.conf.new" "$GPUMON_ETC/gpumon.conf"
     say "wrote $GPUMON_ETC/gpumon.conf (listen $GPUMON_LISTEN)"
@@ -575,13 +582,18 @@ esac
 
 # ---- 1. dependencies, build, install ----
 [ -n "${QUICKSTART_SKIP_DEPS:-}" ] || scripts/install-deps.sh
+build_option() {
+    meson introspect "$BUILD" --buildoptions | "$PYTHON" -c 'import json,sys
+print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]))' "$1"
+}
 if [ ! -f "$BUILD/build.ninja" ]; then
-    meson setup "$BUILD" --prefix=/usr/local >/dev/null
+    meson setup "$BUILD" --prefix=/usr/local -Dbuildtype=release >/dev/null
+elif [ -z "${QUICKSTART_BUILD:-}" ] && [ "$(build_option buildtype)" != release ]; then
+    meson configure "$BUILD" -Dbuildtype=release >/dev/null
 fi
-prefix=$(meson introspect "$BUILD" --buildoptions |
-    "$PYTHON" -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+prefix=$(build_option prefix)
 [ "$prefix" = /usr/local ] || die "$BUILD/ has prefix $prefix; quickstart installs to /usr/local"
-say "building $BUILD/"
+say "building $BUILD/ ($(build_option buildtype) build)"
 ninja -C "$BUILD" >/dev/null || ninja -C "$BUILD"
 DESTDIR=$R meson install -C "$BUILD" --no-rebuild --quiet
 install -D -m 0755 deploy/coolant-demo-halt "$DEMO_HALT"

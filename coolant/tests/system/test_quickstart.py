@@ -45,8 +45,9 @@ class Quickstart:
             "QUICKSTART_SKIP_DEPS": "1",
             "COOLD_METRICS_LISTEN": f"127.0.0.1:{sysutil.free_port()}",
             "GPUMON_LISTEN": f"127.0.0.1:{sysutil.free_port()}",
+            # A machine without a driver, even on a GPU node: NVML where there is none.
+            "GPUMON_NVML_LIBRARY": str(root / "no-driver" / "libnvidia-ml.so.1"),
         }
-        # No fake driver on the library path: this machine has no GPU, as a fresh one has none.
         self.gpumon_port = int(self.env["GPUMON_LISTEN"].rsplit(":", 1)[1])
         self.socket = root / "run/coold/coold.sock"
         self.demo_socket = root / "run/gpunode-demo/docker.sock"
@@ -141,8 +142,11 @@ def test_quickstart_demo_ends_in_a_clean_stop(quickstart):
     assert sysutil.metric(metrics, "gpumon_up") == 0, metrics
     reasons = [dict(labels)["reason"]
                for labels in sysutil.metric_series(metrics, "gpumon_last_error_info")]
-    assert reasons and "libnvidia-ml.so.1" in reasons[0], reasons
-    assert "gpumon: no GPUs to watch here (" in out and "libnvidia-ml.so.1" in out, out
+    nvml = qs.env["GPUMON_NVML_LIBRARY"]
+    assert reasons and nvml in reasons[0], reasons
+    assert "gpumon: no GPUs to watch here (" in out and nvml in out, out
+    assert (qs.root / "etc/gpumon/gpumon.conf").read_text().count(
+        f"nvml_library = {nvml}\n") == 1
     assert (qs.root / "etc/gpumon/gpumon.conf").read_text().count(
         f"listen = 127.0.0.1:{qs.gpumon_port}") == 1
 
