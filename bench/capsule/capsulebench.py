@@ -2,8 +2,10 @@
 """capsule benchmark harness (standard library only). Not a test: nothing passes or fails.
 
 Part 1, cold pull: `capsule pull` of a multi-layer image from a docker-registry on 127.0.0.1
-against `skopeo copy docker://... oci:DIR:tag` + `umoci unpack --rootless` (what enroot does,
-done by Go tools), each from an empty cache every run, interleaved.
+against `skopeo copy docker://... oci:DIR:tag` + `umoci unpack --rootless`: the tools Debian
+ships for the same job without root (fetch an image into an OCI layout, unpack it into a root
+filesystem), each from an empty cache every run, interleaved. enroot is not the peer: it is not
+in Debian, and it does the job differently (curl, then a squashfs image).
 Part 2, warm start to exit of /bin/true: `capsule run` against `docker run --rm` on a private
 dockerd and against the floor, `unshare -Urm chroot ROOTFS /bin/true`, timed by hyperfine.
 Every figure is printed next to its peer, measured in this invocation on this machine.
