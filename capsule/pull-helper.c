@@ -33,30 +33,32 @@ static bool self_path(char *self, size_t size, char **ret_slash)
 /* $CAPSULE_PULL; else, for the installed capsule (CAPSULE_BINDIR/capsule), the installed helper;
  * else the one beside this program: a build tree, a bundle or a copy runs its own helper and never
  * falls back to an installed one, which would be another build's code (and, in a test, would make
- * a broken build pass). A missing helper is then an error that names the path it should be at. */
-static void helper_path(char *buf, size_t size)
+ * a broken build pass). A missing helper is then an error that names the path it should be at.
+ * Returns 0, or 1 (printed) when the path does not fit. */
+static int helper_path(char *buf, size_t size)
 {
     const char *env = getenv("CAPSULE_PULL");
-    if (env && *env) {
-        snprintf(buf, size, "%s", env);
-        return;
-    }
     char self[PATH_MAX], *slash;
-    if (!self_path(self, sizeof(self), &slash)) {
-        snprintf(buf, size, "%s/capsule-pull", CAPSULE_LIBEXECDIR);
-        return;
+    int n;
+    if (env && *env)
+        n = snprintf(buf, size, "%s", env);
+    else if (!self_path(self, sizeof(self), &slash))
+        n = snprintf(buf, size, "%s/capsule-pull", CAPSULE_LIBEXECDIR);
+    else {
+        *slash = '\0';
+        n = snprintf(buf, size, "%s/capsule-pull",
+                     strcmp(self, CAPSULE_BINDIR) == 0 ? CAPSULE_LIBEXECDIR : self);
     }
-    *slash = '\0';
-    if (strcmp(self, CAPSULE_BINDIR) == 0)
-        snprintf(buf, size, "%s/capsule-pull", CAPSULE_LIBEXECDIR);
-    else
-        snprintf(buf, size, "%s/capsule-pull", self);
+    if (n < 0 || (size_t)n >= size)
+        return cli_fail("the path of capsule-pull is longer than %zu bytes", size - 1);
+    return 0;
 }
 
 int cmd_pull_exec(int argc, char **argv, struct cli_ctx *ctx)
 {
     char path[PATH_MAX];
-    helper_path(path, sizeof(path));
+    if (helper_path(path, sizeof(path)) != 0)
+        return 1;
     ctx->argv[0] = path;
     execv(path, ctx->argv);
     return cli_fail("cannot run %s: %s (set CAPSULE_PULL to its path)", path, strerror(errno));
@@ -68,7 +70,8 @@ int cmd_pull_exec(int argc, char **argv, struct cli_ctx *ctx)
 static int run_helper(const struct cli_ctx *ctx, char *const *args, bool keep_stdout)
 {
     char path[PATH_MAX];
-    helper_path(path, sizeof(path));
+    if (helper_path(path, sizeof(path)) != 0)
+        return 1;
     char *argv[8];
     size_t n = 0;
     argv[n++] = path;
