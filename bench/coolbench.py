@@ -5,7 +5,10 @@ Run through bench/run, which sets up the process-group cleanup; see bench/README
 library only (Debian's python3), so it runs on a node without pip.
 
 Every figure is printed next to a peer measured in the same invocation:
-  1. alarm -> first shutdown stage, against the controller's cut delay and NUT upsmon's 5 s poll
+  1. alarm -> first shutdown stage and -> shutdown command, against the controller's cut delay
+     and against NUT (Debian's 2.8.0): a private dummy-ups + upsd + upsmon (primary, default
+     POLLFREQ and FINALDELAY) started per run in the temp dir, whose device goes from OL to
+     "OB LB"; its first NOTIFYCMD and its SHUTDOWNCMD (FINALDELAY included) are timed alike
   2. /metrics latency, against prometheus-node-exporter
   3. idle CPU and RSS, against prometheus-node-exporter
 """
@@ -16,6 +19,7 @@ import math
 import os
 import pty
 import random
+import secrets
 import select
 import shutil
 import signal
@@ -28,7 +32,12 @@ import threading
 import time
 import tty
 
-NUT_POLLFREQ_S = 5.0  # upsmon.conf POLLFREQ default: how often a NUT client polls upsd
+# NUT, the peer of part 1. Debian installs the daemons themselves under /lib/nut (/usr/sbin/upsd
+# and upsmon are wrappers that read /etc/nut/nut.conf, which the bench leaves alone).
+NUT_DIR = "/lib/nut"
+NUT_PIDPATH = "/run/nut"  # built into Debian's upsmon: its pid file goes there, whatever the env
+NUT_UPS = "bench"
+NUT_PHASE_S = 5.0  # the event lands at a random point of one upsmon poll cycle (POLLFREQ 5 s)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
@@ -437,6 +446,317 @@ def hook_spawn_cost(tmp: str, n: int = 15) -> float:
     return statistics.median(out)
 
 
+# ---------------------------------------------------------------------------------------------
+# 1, peer: NUT's upsmon on a private upsd and dummy-ups driver, all in the temp dir.
+
+
+class UpsdClient:
+    """A plain connection to upsd speaking NUT's network protocol. It never LOGINs, so it is not
+    one of the logins a primary upsmon waits for (HOSTSYNC) before it shuts down."""
+
+    def __init__(self, port: int, timeout: float = 2.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.file = self.sock.makefile("rb")
+
+    def ask(self, line: str) -> str:
+        self.sock.sendall(line.encode("ascii") + b"\n")
+        return self.file.readline().decode(errors="replace").rstrip("\n")
+
+    def var(self, name: str):
+        """A variable of the bench UPS, or None for an ERR (DATA-STALE, VAR-NOT-SUPPORTED)."""
+        head, quote, rest = self.ask(f"GET VAR {NUT_UPS} {name}").partition('"')
+        return rest[:-1] if quote and head.startswith("VAR ") else None
+
+    def logins(self) -> int:
+        r = self.ask(f"GET NUMLOGINS {NUT_UPS}").split()
+        return int(r[2]) if len(r) == 3 and r[0] == "NUMLOGINS" and r[2].isdigit() else -1
+
+    def close(self):
+        self.file.close()
+        self.sock.close()
+
+
+def upsd_connect(port: int, timeout: float):
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            return UpsdClient(port)
+        except OSError:
+            if time.monotonic() > end:
+                return None
+            time.sleep(0.05)
+
+
+def nut_unavailable(args):
+    """Why the NUT peer cannot run on this machine, or None."""
+    missing = [b for b in ("dummy-ups", "upsd", "upsmon")
+               if not os.access(os.path.join(args.nut_dir, b), os.X_OK)]
+    if missing:
+        return (f"{', '.join(missing)} not found in {args.nut_dir} "
+                "(apt-get install nut-server nut-client; bench/run does it as root)")
+    if os.path.isdir(NUT_PIDPATH):
+        # upsmon would write the system's /run/nut/upsmon.pid (and refuse to start next to a
+        # running system upsmon): it gets a private mount namespace with its own dir there.
+        if not shutil.which("unshare"):
+            return f"upsmon writes {NUT_PIDPATH}/upsmon.pid and unshare(1) is missing"
+        r = subprocess.run(["unshare", "--mount", "true"], capture_output=True, text=True,
+                           timeout=5)
+        if r.returncode != 0:
+            return (f"upsmon writes {NUT_PIDPATH}/upsmon.pid whatever its environment says, and "
+                    f"no private mount namespace could be made for it (unshare --mount: "
+                    f"{r.stderr.strip() or r.returncode}; run as root)")
+    return None
+
+
+def write_script(path: str, body: str, shell: str = "/bin/bash"):
+    with open(path, "w") as f:
+        f.write(f"#!{shell}\n{body}\n")
+    os.chmod(path, 0o755)
+
+
+def write_nut_config(d: str, port: int) -> dict:
+    """Writes a private NUT configuration under d; returns its paths. upsmon.conf sets only what
+    the bench needs (MONITOR, the two commands, EXEC added to the default notify flags), so
+    POLLFREQ, POLLFREQALERT, FINALDELAY, HOSTSYNC and DEADTIME keep NUT's defaults."""
+    paths = {k: os.path.join(d, k) for k in ("conf", "state", "run", "bin")}
+    for v in paths.values():
+        os.makedirs(v, mode=0o700)
+    dev = paths["dev"] = os.path.join(d, "bench.dev")
+    with open(dev, "w") as f:
+        f.write("ups.status: OL\n")
+    # dummy-ups (dummy-once mode, the default for a .dev file) re-reads its file when st_mtime
+    # changes, in whole seconds: date the first version back so the rewrite always differs.
+    past = time.time() - 3600
+    os.utime(dev, (past, past))
+    paths["notify_stamp"] = os.path.join(d, "notify.stamp")
+    paths["shutdown_stamp"] = os.path.join(d, "shutdown.stamp")
+    notify, shutdown = os.path.join(d, "notify"), os.path.join(d, "shutdown")
+    # bash's $EPOCHREALTIME, as coold's hook: the wall time without exec'ing date(1).
+    write_script(notify, f'echo "$EPOCHREALTIME $NOTIFYTYPE" >> {paths["notify_stamp"]}')
+    write_script(shutdown, f'echo "$EPOCHREALTIME" >> {paths["shutdown_stamp"]}')
+    # upsmon runs wall(1) on every notification with WALL (a default flag) and before its
+    # shutdown; a wall of our own on its PATH keeps those messages off the node's terminals.
+    write_script(os.path.join(paths["bin"], "wall"), f"cat >> {d}/wall.log", "/bin/sh")
+    password = secrets.token_hex(8)
+    flags = "".join(f"NOTIFYFLAG {t} SYSLOG+WALL+EXEC\n"
+                    for t in ("ONBATT", "LOWBATT", "FSD", "SHUTDOWN"))
+    files = {
+        "ups.conf": f'[{NUT_UPS}]\n\tdriver = dummy-ups\n\tport = {dev}\n\tdesc = "coold bench"\n',
+        "upsd.conf": f"LISTEN 127.0.0.1 {port}\n",
+        "upsd.users": f"[bench]\n\tpassword = {password}\n\tupsmon primary\n",
+        "upsmon.conf": f"MONITOR {NUT_UPS}@127.0.0.1:{port} 1 bench {password} primary\n"
+                       f'NOTIFYCMD "{notify}"\nSHUTDOWNCMD "{shutdown}"\n{flags}',
+    }
+    for name, text in files.items():
+        fd = os.open(os.path.join(paths["conf"], name), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                     0o600)
+        with open(fd, "w") as f:
+            f.write(text)
+    return paths
+
+
+def child_pids(pid: int):
+    """The processes whose parent is pid (upsmon's unprivileged half, its notifiers)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        if int(st[st.rfind(")") + 2 :].split()[1]) == pid:
+            out.append(int(name))
+    return out
+
+
+def stop_pids(pids):
+    """Ends those of pids that are still in this harness's process group: a pid that left it has
+    ended and may have been reused by a process that is not ours."""
+    def ours(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                st = f.read()
+        except OSError:
+            return False
+        fields = st[st.rfind(")") + 2 :].split()
+        return fields[0] != "Z" and int(fields[2]) == os.getpgrp()
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        live = [pid for pid in pids if ours(pid)]
+        for pid in live:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        if not live or wait_until(lambda: not any(ours(pid) for pid in live), 2, 0.05):
+            return
+
+
+def read_stamps(path: str):
+    """[(wall time, word)] from a stamp file; [] while it does not exist."""
+    try:
+        with open(path) as f:
+            rows = [line.split() for line in f]
+    except FileNotFoundError:
+        return []
+    return [(float(r[0]), r[1] if len(r) > 1 else "") for r in rows if r]
+
+
+def nut_start(args, d: str, paths: dict, port: int, procs: Procs, started: list):
+    """Starts dummy-ups, upsd and upsmon, appending each to started as it goes (the caller stops
+    them); returns (client, info) or raises RuntimeError saying what did not come up."""
+    env = daemon_env()
+    env.update(NUT_CONFPATH=paths["conf"], NUT_STATEPATH=paths["state"],
+               NUT_ALTPIDPATH=paths["state"],
+               PATH=paths["bin"] + ":" + env.get("PATH", "/usr/bin:/bin"))
+
+    def log(name):
+        return os.path.join(d, name + ".log")
+
+    # -F: stay in the foreground (our process group, no pid file); -u root: run as root after
+    # start-up instead of the nut user, who could not enter the bench's private temp dir.
+    drv = procs.start([os.path.join(args.nut_dir, "dummy-ups"), "-a", NUT_UPS, "-F", "-u", "root"],
+                      log("dummy-ups"), env)
+    started.append(drv)
+    sock = os.path.join(paths["state"], f"dummy-ups-{NUT_UPS}")
+    if not wait_until(lambda: os.path.exists(sock) or drv.poll() is not None, 5, 0.02):
+        raise RuntimeError("dummy-ups did not create its socket within 5 s")
+    if drv.poll() is not None:
+        raise RuntimeError(f"dummy-ups exited with {drv.returncode}")
+    started.append(procs.start([os.path.join(args.nut_dir, "upsd"), "-F", "-u", "root"],
+                               log("upsd"), env))
+    client = upsd_connect(port, 5)
+    if client is None:
+        raise RuntimeError(f"upsd did not listen on 127.0.0.1:{port} within 5 s")
+    try:
+        if not wait_until(lambda: client.var("ups.status") == "OL", 5, 0.05):
+            raise RuntimeError("upsd did not serve ups.status OL from dummy-ups within 5 s")
+        upsmon_argv = [os.path.join(args.nut_dir, "upsmon"), "-F", "-u", "root"]
+        if os.path.isdir(NUT_PIDPATH):
+            upsmon_argv = ["unshare", "--mount", "sh", "-c",
+                           f'mount --bind "$0" {NUT_PIDPATH} && exec "$@"', paths["run"]
+                           ] + upsmon_argv
+        mon = procs.start(upsmon_argv, log("upsmon"), env)
+        started.append(mon)
+        # upsmon LOGINs right after it connects, in the same cycle as its first poll.
+        if not wait_until(lambda: client.logins() >= 1 or mon.poll() is not None, 8, 0.02):
+            raise RuntimeError("upsmon did not log into upsd within 8 s")
+        if mon.poll() is not None:
+            raise RuntimeError(f"upsmon exited with {mon.returncode}")
+        info = {k: client.var(f"driver.{k}")
+                for k in ("version", "parameter.mode", "parameter.pollinterval")}
+    except BaseException:
+        client.close()
+        raise
+    return client, info
+
+
+def nut_event(paths: dict, client: UpsdClient) -> dict:
+    """Waits a random phase, turns the UPS critical and times NUT's reaction; returns {figure:
+    seconds} or raises RuntimeError (OSError if upsd goes away)."""
+    # A random phase of upsmon's poll (and of the driver's own 2 s cycle).
+    time.sleep(random.uniform(0.0, NUT_PHASE_S))
+    new = paths["dev"] + ".new"
+    with open(new, "w") as f:
+        f.write("ups.status: OB LB\n")
+    os.rename(new, paths["dev"])  # atomic: the driver never reads half a file
+    t_event = time.time()
+    seen = None
+    while seen is None and time.time() - t_event < 10:
+        st = (client.var("ups.status") or "").split()
+        if "OB" in st and "LB" in st:
+            seen = time.time()
+        else:
+            time.sleep(0.01)
+    if seen is None:
+        raise RuntimeError("upsd did not serve OB LB within 10 s of the event")
+    if not wait_until(lambda: read_stamps(paths["shutdown_stamp"]), 25, 0.05):
+        raise RuntimeError("upsmon did not run SHUTDOWNCMD within 25 s of the event")
+    notes = read_stamps(paths["notify_stamp"])
+    first = [t for t, kind in notes if kind in ("ONBATT", "LOWBATT")]
+    announce = [t for t, kind in notes if kind == "SHUTDOWN"]
+    if not first:
+        raise RuntimeError("SHUTDOWNCMD ran but no ONBATT/LOWBATT notification was stamped")
+    cmd = read_stamps(paths["shutdown_stamp"])[0][0]
+    res = {"upsd": seen - t_event, "first": min(first) - t_event, "cmd": cmd - t_event}
+    if announce:
+        res["finaldelay"] = cmd - min(announce)
+    return res
+
+
+def nut_run(args, tmp: str, idx: int, procs: Procs):
+    """One fresh NUT stack, one OL -> OB LB event. Returns ({figure: seconds}, info) or
+    (None, why)."""
+    d = os.path.join(tmp, f"nut-{idx}")
+    os.makedirs(d)
+    port = free_port()
+    paths = write_nut_config(d, port)
+    started, client, kids = [], None, []
+    try:
+        client, info = nut_start(args, d, paths, port, procs, started)
+        kids = child_pids(started[2].pid)  # upsmon's unprivileged half, while its parent lives
+        return nut_event(paths, client), info
+    except (RuntimeError, OSError) as e:
+        return None, f"{e}; logs in {d} (--keep)"
+    finally:
+        if client is not None:
+            client.close()
+        if len(started) == 3:  # upsmon: its root half, then what it forked
+            kids = set(kids) | set(child_pids(started[2].pid))
+            Procs.stop(started.pop())
+            stop_pids(sorted(kids))
+        for p in reversed(started):
+            Procs.stop(p)
+
+
+def bench_nut(args, tmp: str, procs: Procs):
+    """Part 1's peer; prints its figures and returns {figure: [seconds]}, or None if skipped."""
+    print("\n  -- peer: NUT upsmon, the same kind of event (power critical: shut the host down) --")
+    why = nut_unavailable(args)
+    if why:
+        print(f"  NUT peer skipped: {why}; no NUT figures or ratios in this run")
+        return None
+    print("  A fresh private stack per run: dummy-ups reading bench.dev in the temp dir, upsd on "
+          "127.0.0.1,\n  upsmon primary with NUT's defaults (POLLFREQ and FINALDELAY not set: 5 s "
+          "each), NOTIFYCMD and\n  SHUTDOWNCMD scripts that stamp $EPOCHREALTIME. At a random "
+          "phase of upsmon's poll the file goes\n  from 'ups.status: OL' to 'ups.status: OB LB' "
+          f"(on battery + battery low: NUT's critical state).  {args.nut_runs} runs.")
+    figs = {"upsd": [], "first": [], "cmd": [], "finaldelay": []}
+    info = None
+    for idx in range(1, args.nut_runs + 1):
+        res, extra = nut_run(args, tmp, idx, procs)
+        if res is None:
+            print(f"  NUT run {idx}: no figure: {extra}")
+            continue
+        info = extra
+        for k, v in res.items():
+            figs[k].append(v)
+    if not figs["first"]:
+        print("  NUT peer: no run gave a figure; no ratios")
+        return None
+    print(f"\n  NUT {info['version'] or '?'}: dummy-ups mode {info['parameter.mode'] or '?'}, "
+          f"pollinterval {info['parameter.pollinterval'] or '?'} s (as upsd reports them)")
+    print(f"    n={len(figs['first'])}  runs (event -> SHUTDOWNCMD, s): "
+          + " ".join(f"{v:.3f}" for v in figs["cmd"]))
+    print(f"    event -> upsd serves OB LB (the driver's part; upsd polled every 10 ms): "
+          f"{fmt_stats(figs['upsd'])}")
+    print(f"    event -> upsmon's first NOTIFYCMD (ONBATT/LOWBATT, same poll): "
+          f"{fmt_stats(figs['first'])}")
+    print(f"    event -> SHUTDOWNCMD ran (NUT's reaction, FINALDELAY included): "
+          f"{fmt_stats(figs['cmd'])}")
+    if figs["finaldelay"]:
+        print(f"      of which upsmon's SHUTDOWN notification -> SHUTDOWNCMD (FINALDELAY): median "
+              f"{fmt_ms(statistics.median(figs['finaldelay']))}")
+    return figs
+
+
+def fmt_stats(values) -> str:
+    return (f"median {fmt_ms(statistics.median(values))}  p90 {fmt_ms(pct(values, 90))}  "
+            f"min {fmt_ms(min(values))}  max {fmt_ms(max(values))}")
+
+
 def bench_alarm(args, tmp: str, procs: Procs):
     print("\n== 1. alarm -> first shutdown stage (announce hook runs) ==")
     print(
@@ -444,7 +764,7 @@ def bench_alarm(args, tmp: str, procs: Procs):
         "random\nphase of coold's 1 s STATUS poll; the hook stamps $EPOCHREALTIME.  "
         f"{args.alarm_runs} runs per cut_in."
     )
-    results = {}
+    coold = {}
     idx = 0
     for cut_in in (30, 5):
         lat, halts, cmds = [], [], []
@@ -459,31 +779,52 @@ def bench_alarm(args, tmp: str, procs: Procs):
                 halts.append(res[1])
             if res[2] is not None:
                 cmds.append(res[2])
-        results[cut_in] = lat
+        coold[cut_in] = {"hook": lat, "cmd": cmds}
         if not lat:
             continue
         med, p90 = statistics.median(lat), pct(lat, 90)
         print(f"\n  cut_in={cut_in} s: n={len(lat)}  runs: " + " ".join(f"{v:.3f}" for v in lat))
-        print(f"    alarm -> announce hook: median {fmt_ms(med)}  p90 {fmt_ms(p90)}  "
-              f"min {fmt_ms(min(lat))}  max {fmt_ms(max(lat))}")
+        print(f"    alarm -> announce hook: {fmt_stats(lat)}")
         print(f"    fraction of the controller's cut delay used: median {med / cut_in:.2%}  "
               f"p90 {p90 / cut_in:.2%}")
-        print(f"    vs NUT upsmon POLLFREQ {NUT_POLLFREQ_S:.0f} s: median {ratio(med, NUT_POLLFREQ_S)}"
-              f"  p90 {ratio(p90, NUT_POLLFREQ_S)}  (a 5 s poller reacts after 0-5 s, mean 2.5 s:"
-              f" {ratio(med, NUT_POLLFREQ_S / 2)} of that mean)")
         if halts:
             print(f"    alarm -> HALT reaches the controller (stages 1-4 done): median "
                   f"{fmt_ms(statistics.median(halts))}  p90 {fmt_ms(pct(halts, 90))}")
         if cmds:
-            print(f"    alarm -> shutdown command ran (mtime of the file it touches): median "
-                  f"{fmt_ms(statistics.median(cmds))}")
+            print(f"    alarm -> shutdown command ran (mtime of the file it touches): "
+                  f"{fmt_stats(cmds)}")
     spawn = hook_spawn_cost(tmp)
     print(f"\n  for scale: starting such a hook (fork+exec bash, stamp) from python takes median "
           f"{fmt_ms(spawn)}; it is part of every figure above")
-    if results.get(30) and results.get(5):
-        m30, m5 = statistics.median(results[30]), statistics.median(results[5])
+    if coold.get(30, {}).get("hook") and coold.get(5, {}).get("hook"):
+        m30, m5 = statistics.median(coold[30]["hook"]), statistics.median(coold[5]["hook"])
         print(f"\n  confirmed (cut_in=30) / urgent (cut_in=5) median: {ratio(m30, m5)} "
               f"({fmt_ms(m30 - m5)} spent confirming)")
+    nut = bench_nut(args, tmp, procs)
+    if nut:
+        print_alarm_ratios(coold, nut)
+
+
+def print_alarm_ratios(coold: dict, nut: dict):
+    """coold / NUT for the two reactions both sides measured in this run."""
+    print("\n  coold / NUT upsmon (both measured above; median, and p90 / p90):")
+    pairs = (
+        ("event -> first action: coold's announce hook runs / upsmon's first NOTIFYCMD "
+         "(ONBATT or LOWBATT)", "hook", "first"),
+        ("event -> shutdown command: coold's command ran (stages 1-4 done) / upsmon's "
+         "SHUTDOWNCMD ran (FINALDELAY included)", "cmd", "cmd"),
+    )
+    for title, ckey, nkey in pairs:
+        print(f"    {title}")
+        theirs = nut[nkey]
+        for cut_in in (30, 5):
+            ours = coold.get(cut_in, {}).get(ckey)
+            if not ours:
+                print(f"      cut_in={cut_in:<2} s: no coold figure")
+                continue
+            mo, mt = statistics.median(ours), statistics.median(theirs)
+            print(f"      cut_in={cut_in:<2} s: {fmt_ms(mo)} / {fmt_ms(mt)}: {ratio(mo, mt)}  "
+                  f"(p90 {ratio(pct(ours, 90), pct(theirs, 90))})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -754,6 +1095,7 @@ def main():
     ap.add_argument("--coold", required=True)
     ap.add_argument("--coolsim", required=True)
     ap.add_argument("--node-exporter", default="/usr/bin/prometheus-node-exporter")
+    ap.add_argument("--nut-dir", default=NUT_DIR, help="where dummy-ups, upsd and upsmon are")
     ap.add_argument("--only", choices=["alarm", "daemons"], help="run one part only")
     ap.add_argument("--ne-defaults", action="store_true", help="node_exporter default collectors")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs)")
@@ -761,6 +1103,7 @@ def main():
     args = ap.parse_args()
     quick = args.mode == "quick"
     args.alarm_runs = 3 if quick else 7
+    args.nut_runs = args.alarm_runs  # about 11 s each: start-up, a 0-5 s phase, ~7 s reaction
     args.requests = 500 if quick else 2000
     args.idle_s = 15.0 if quick else 60.0
     args.scraped_s = 10.0 if quick else 20.0
