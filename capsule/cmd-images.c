@@ -141,30 +141,22 @@ int cmd_images(int argc, char **argv, struct cli_ctx *ctx)
     return rc;
 }
 
-/* Finds an image as a user names it: a reference in any accepted spelling, or an ID prefix. */
+/* Finds an image as a user names it: an ID prefix of a cached image (which wins, as in Docker),
+ * else a reference in any accepted spelling. */
 static int image_find(struct store *s, const char *arg, struct image_record *ret, struct errmsg *e)
 {
+    int r = store_image_load_id(s, arg, ret, e);
+    if (r != -ENOENT)
+        return r;
     struct image_ref ref = {0};
     _cleanup_free_ char *name = NULL;
-    int r1 = -ENOENT;
-    struct errmsg e1 = {{0}};
-    if (image_ref_parse(arg, &ref, &e1) >= 0) {
-        if (image_ref_format(&ref, &name) < 0)
-            name = NULL;
-        image_ref_done(&ref);
-        if (!name)
-            return errmsg_set(e, -ENOMEM, "out of memory");
-        r1 = store_image_load(s, name, ret, &e1);
-        if (r1 != -ENOENT) {
-            if (r1 < 0)
-                errmsg_set(e, r1, "%s", e1.text);
-            return r1;
-        }
-    }
-    int r2 = store_image_load(s, arg, ret, e);
-    if (r2 == -ENOENT && name)
-        return errmsg_set(e, r1, "%s", e1.text);
-    return r2;
+    if ((r = image_ref_parse(arg, &ref, e)) < 0)
+        return r;
+    r = image_ref_format(&ref, &name);
+    image_ref_done(&ref);
+    if (r < 0)
+        return errmsg_set(e, r, "out of memory");
+    return store_image_load(s, name, ret, e);
 }
 
 int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx)

@@ -159,14 +159,12 @@ static int resolve_image(struct cli_ctx *ctx, struct store *st, const char *arg,
 {
     struct image_ref ref = {0};
     _cleanup_free_ char *name = NULL;
-    int r = image_ref_parse(arg, &ref, e);
-    if (r < 0) {
-        /* Not a reference: maybe an image ID prefix. */
-        struct errmsg e2 = {{0}};
-        if (store_image_load(st, arg, ret, &e2) >= 0)
-            return 0;
+    /* An ID prefix of a cached image wins over the Hub name it also parses as (Docker's rule). */
+    int r = policy == PULL_ALWAYS ? -ENOENT : store_image_load_id(st, arg, ret, e);
+    if (r != -ENOENT)
         return r;
-    }
+    if ((r = image_ref_parse(arg, &ref, e)) < 0)
+        return r;
     if ((r = image_ref_format(&ref, &name)) < 0)
         goto out;
     if (policy != PULL_ALWAYS) {

@@ -311,6 +311,14 @@ int store_image_load(struct store *s, const char *name, struct image_record *ret
     return errmsg_set(e, -ENOENT, "image '%s' is not in the cache; capsule pull %s", name, name);
 }
 
+int store_image_load_id(struct store *s, const char *id, struct image_record *ret, struct errmsg *e)
+{
+    const char *hex = id_prefix(id);
+    if (!hex)
+        return errmsg_set(e, -ENOENT, "'%s' is not an image ID", id);
+    return load_by_id(s, id, hex, ret, e);
+}
+
 int store_image_remove(struct store *s, const char *name, struct errmsg *e)
 {
     char rel[PATH_MAX];

@@ -110,6 +110,12 @@ int store_image_save(struct store *s, const struct image_record *r, struct errms
  * "sha256:") of its config digest. -ENOENT "image 'x' is not in the cache; capsule pull x",
  * -EINVAL for an ambiguous prefix, -EBADMSG for a damaged record. */
 int store_image_load(struct store *s, const char *name, struct image_record *ret, struct errmsg *e);
+/* Finds an image by an unambiguous prefix of its ID only (as store_image_load). -ENOENT when id
+ * is not spelled like an ID or no cached image has it, -EINVAL when it is ambiguous. Docker's
+ * rule for what users type: an ID prefix that matches a cached image wins over the Hub name the
+ * same hex string would also parse as. */
+int store_image_load_id(struct store *s, const char *id, struct image_record *ret,
+                        struct errmsg *e);
 /* Every record, sorted by name. *ret is an array of *ret_n records (free each, then the array). */
 int store_image_list(struct store *s, struct image_record **ret, size_t *ret_n, struct errmsg *e);
 /* Removes the record (layers stay until gc). -ENOENT if there is none. */

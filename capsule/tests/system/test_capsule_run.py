@@ -241,6 +241,24 @@ def test_a_killed_runner_leaves_nothing(env, workdir):
     assert r.stdout == "again\n"
 
 
+def test_run_by_image_id(env):
+    """An ID prefix of a cached image wins over the Docker Hub name the same hex string parses as
+    (docker.io/library/<hex>:latest), as in Docker: with every pull policy but "always"."""
+    home, name, _ = env
+    image_id = next(i["id"] for i in home.images_json() if i["name"] == name)
+    hexid = cu.hexpart(image_id)
+    for arg, policy in ((hexid[:12], "never"), (hexid[:12], "missing"), (f"sha256:{hexid}", "never"),
+                        (hexid[:4], "never")):
+        r = ok(home.capsule("run", "--pull", policy, "--no-home", arg, "-c", "cat /etc/hello"))
+        assert r.stdout == "changed\n", (arg, policy)
+    r = ok(home.capsule("create", "--name", "by-id", "--no-home", hexid[:12], "-c", "true"))
+    assert "by-id" in ok(home.capsule("ps", "-a")).stdout
+    ok(home.capsule("rm", "by-id"))
+    # Hex that no cached image has is still a name, and --pull never says it is not cached.
+    r = home.capsule("run", "--pull", "never", "--no-home", "0000aaaa0000", "true")
+    assert r.returncode == 125 and "docker.io/library/0000aaaa0000:latest" in r.stderr, r.stderr
+
+
 def test_run_pulls_a_missing_image(env, images, workdir):
     _, name, reg = env
     fresh = cu.Home(workdir / "fresh")
