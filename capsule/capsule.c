@@ -6,7 +6,8 @@
 static const struct cli_command commands[] = {
     {"pull", cmd_pull_exec, "pull [-q] [--platform OS/ARCH[/VARIANT]] [--keep-blobs] IMAGE",
      "fetch an image into the cache"},
-    {"run", cmd_run, "run [OPTIONS] IMAGE [COMMAND [ARG...]]", "run a command in a new container"},
+    {"run", cmd_run, "run [-d] [OPTIONS] IMAGE [COMMAND [ARG...]]",
+     "run a command in a new container"},
     {"create", cmd_create, "create --name NAME [OPTIONS] IMAGE [COMMAND [ARG...]]",
      "create a named container (started with `start`)"},
     {"start", cmd_start, "start [-a] NAME", "run a created container's command"},
@@ -14,6 +15,7 @@ static const struct cli_command commands[] = {
      "run a command in a running container"},
     {"ps", cmd_ps, "ps [-a] [--format json]", "list running (with -a: all) containers"},
     {"rm", cmd_rm, "rm [-f] NAME...", "remove containers"},
+    {"logs", cmd_logs, "logs NAME", "print the output of a container run with `run -d`"},
     {"images", cmd_images, "images [--digests] [--format json]", "list cached images"},
     {"rmi", cmd_rmi, "rmi IMAGE...", "remove images from the cache (layers go at the next gc)"},
     {"gc", cmd_gc, "gc", "remove layers and blobs no image or container uses"},

@@ -61,11 +61,12 @@ int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_gc(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx); /* cmd-run.c: run, create */
 int cmd_create(int argc, char **argv, struct cli_ctx *ctx);
-/* cmd-containers.c: start, exec, ps, rm */
+/* cmd-containers.c: start, exec, ps, rm, logs */
 int cmd_start(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_exec(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_ps(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_rm(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_logs(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_check(int argc, char **argv, struct cli_ctx *ctx); /* cmd-check.c */
 /* cli.c */
 int cmd_version(int argc, char **argv, struct cli_ctx *ctx);

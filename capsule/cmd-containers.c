@@ -1,4 +1,4 @@
-/* capsule start / exec / ps / rm: named containers (containers.h). */
+/* capsule start / exec / ps / rm / logs: named containers (containers.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fileio.h"
 #include "launch.h"
 #include "manifest.h"
 #include "runtime.h"
@@ -309,4 +310,36 @@ int cmd_rm(int argc, char **argv, struct cli_ctx *ctx)
         rc = r < 0 ? 1 : rc;
     }
     return rc;
+}
+
+int cmd_logs(int argc, char **argv, struct cli_ctx *ctx)
+{
+    static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {0}};
+    bool flags[8] = {0};
+    int idx = 0, rc = parse_flags(argc, argv, "logs", "+h", opts, flags, &idx);
+    if (rc >= 0)
+        return rc;
+    if (idx + 1 != argc)
+        return cli_usage(cli_command_find("logs"), "give one container name");
+    const char *name = argv[idx];
+    _cleanup_free_ char *path = container_log_path(ctx->config.data_dir, name);
+    if (!path)
+        return cli_fail("out of memory");
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return cli_fail("no log of a container '%s' (only `run -d` keeps one)", name);
+    if (fd < 0)
+        return cli_fail("cannot open %s: %s", path, strerror(errno));
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return cli_fail("cannot read %s: %s", path, strerror(errno));
+        if (n == 0)
+            return 0;
+        if (fd_write_all(STDOUT_FILENO, buf, (size_t)n) < 0)
+            return 1; /* stdout closed: nobody to tell */
+    }
 }

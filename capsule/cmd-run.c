@@ -1,14 +1,18 @@
 /* capsule run / capsule create: options, image lookup (pulling when missing), then launch. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "fileio.h"
 #include "launch.h"
 #include "log.h"
 #include "ref.h"
@@ -22,7 +26,7 @@ enum pull_policy { PULL_MISSING, PULL_NEVER, PULL_ALWAYS };
 struct run_opts {
     struct container c; /* the request: flags, mounts, env; image and layers filled later */
     enum pull_policy pull;
-    bool help;
+    bool help, detach, rm;
 };
 
 static const char run_help[] =
@@ -40,7 +44,11 @@ static const char run_help[] =
     "  --no-remap-root        be yourself inside (the default unless the config says so)\n"
     "  --pid                  own pid namespace\n"
     "  --no-home              do not mount the home directory\n"
-    "  --pull missing|never|always  when to pull the image (default missing)\n";
+    "  --pull missing|never|always  when to pull the image (default missing)\n"
+    "  -d, --detach           run in the background and print the container's name (given\n"
+    "                         with --name, else made up); its output goes to `capsule logs`\n"
+    "Docker's habits: -i and --interactive are accepted (stdin is always the command's);\n"
+    "--rm is what `run` does anyway (a container of `run`, named or not, goes when it ends).\n";
 
 static int parse_pull_policy(const char *s, enum pull_policy *ret)
 {
@@ -70,7 +78,7 @@ static int apply_option(int c, const char *arg, struct run_opts *o, struct errms
         return container_name_check(arg, e) < 0 ? -EINVAL : set_string(&o->c.name, arg);
     case 'g':
         return set_string(&o->c.gpus, arg);
-    case 'd':
+    case 'r':
         return set_string(&o->c.driver_root, arg);
     case 'e':
         return strv_push(&o->c.user_env, arg);
@@ -105,6 +113,14 @@ static int apply_option(int c, const char *arg, struct run_opts *o, struct errms
     case 'h':
         o->help = true;
         return 0;
+    case 'd':
+        o->detach = true;
+        return 0;
+    case 'X': /* --rm: a run's container always goes when it ends */
+        o->rm = true;
+        return 0;
+    case 'i': /* -i: stdin is always the command's */
+        return 0;
     default:
         return errmsg_set(e, -EINVAL, "unknown option");
     }
@@ -118,7 +134,7 @@ static int parse_run_options(int argc, char **argv, const struct cli_command *cm
     static const struct option opts[] = {
         {"name", required_argument, NULL, 'n'},
         {"gpus", required_argument, NULL, 'g'},
-        {"driver-root", required_argument, NULL, 'd'},
+        {"driver-root", required_argument, NULL, 'r'},
         {"env", required_argument, NULL, 'e'},
         {"mount", required_argument, NULL, 'm'},
         {"workdir", required_argument, NULL, 'w'},
@@ -130,11 +146,14 @@ static int parse_run_options(int argc, char **argv, const struct cli_command *cm
         {"no-home", no_argument, NULL, 'H'},
         {"pull", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
+        {"detach", no_argument, NULL, 'd'},
+        {"interactive", no_argument, NULL, 'i'},
+        {"rm", no_argument, NULL, 'X'},
         {0},
     };
     int c;
     /* '+': options end at the image name; what follows belongs to the command. */
-    while ((c = getopt_long(argc, argv, "+e:m:w:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+de:im:w:h", opts, NULL)) != -1) {
         struct errmsg e = {{0}};
         if (c == '?')
             return -cli_usage(cmd, "bad option");
@@ -195,43 +214,119 @@ static int take_image(struct container *c, const struct image_record *img)
 struct run_ctx {
     const char *data_dir;
     const char *name;
+    int started_fd; /* run -d: where to say "started" (one NUL byte), else -1 */
 };
 
 static int record_pid(pid_t pid, void *userdata)
 {
-    const struct run_ctx *rc = userdata;
-    return rc->name ? container_set_pid(rc->data_dir, rc->name, pid) : 0;
+    struct run_ctx *rc = userdata;
+    int r = rc->name ? container_set_pid(rc->data_dir, rc->name, pid) : 0;
+    if (rc->started_fd >= 0) {
+        (void)fd_write_all(rc->started_fd, "", 1);
+        closep(&rc->started_fd);
+    }
+    return r;
 }
 
-/* Registers a `run --name` container (ephemeral, locked while it runs), launches, cleans up. */
-static int run_container(struct cli_ctx *ctx, struct store *st, struct container *c)
+/* Launches the registered container and removes its record when it ends. With started_fd (run
+ * -d), a failure before the command started is written there instead of printed. */
+static int launch_and_remove(struct cli_ctx *ctx, struct store *st, struct container *c,
+                             struct run_ctx *rc)
 {
     struct errmsg e = {{0}};
-    _cleanup_close_ int lock_fd = -1;
-    struct run_ctx rc = {ctx->config.data_dir, c->name};
-    int code, r;
-    if (c->name) {
-        containers_sweep(ctx->config.data_dir);
-        c->ephemeral = true;
-        c->created_at = time(NULL);
-        if ((r = container_create(ctx->config.data_dir, c, &lock_fd, &e)) < 0)
-            return cli_fail("%s", e.text), LAUNCH_EXIT_FAILED;
-    }
+    int code;
     struct launch_request req = {
         .c = c,
         .config = &ctx->config,
         .host_env = environ,
         .on_started = record_pid,
-        .userdata = &rc,
+        .userdata = rc,
     };
-    r = launch_container(st, &req, &code, &e);
+    int r = launch_container(st, &req, &code, &e);
     if (c->name) {
         struct errmsg ignored;
         container_remove(ctx->config.data_dir, c->name, &ignored);
     }
-    if (r < 0)
+    if (r < 0 && rc->started_fd >= 0)
+        (void)fd_write_all(rc->started_fd, e.text, strlen(e.text));
+    else if (r < 0)
         cli_fail("%s", e.text);
     return code;
+}
+
+/* A name for `run -d` without --name, as Docker makes one up: "capsule-" and 8 hex digits. */
+static int invent_name(char **ret)
+{
+    uint32_t x;
+    if (getrandom(&x, sizeof(x), 0) != (ssize_t)sizeof(x))
+        x = (uint32_t)getpid() ^ (uint32_t)time(NULL);
+    return asprintf(ret, "capsule-%08x", (unsigned)x) < 0 ? -ENOMEM : 0;
+}
+
+/* run -d: the runner goes on in a child of its own session, its output (and the container's)
+ * in the container's log; this process waits until the command has started, prints the name and
+ * returns 0, or prints why it did not start and returns 125. */
+static int run_detached(struct cli_ctx *ctx, struct store *st, struct container *c,
+                        struct run_ctx *rc)
+{
+    struct errmsg e = {{0}};
+    _cleanup_close_ int log_fd = container_log_open(ctx->config.data_dir, c->name, &e);
+    int p[2];
+    if (log_fd < 0)
+        return cli_fail("%s", e.text), LAUNCH_EXIT_FAILED;
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return cli_fail("pipe: %s", strerror(errno)), LAUNCH_EXIT_FAILED;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return cli_fail("fork: %s", strerror(errno)), LAUNCH_EXIT_FAILED;
+    if (pid == 0) {
+        close(p[0]);
+        rc->started_fd = p[1];
+        int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (setsid() < 0 || null_fd < 0 || dup2(null_fd, STDIN_FILENO) < 0 ||
+            dup2(log_fd, STDOUT_FILENO) < 0 || dup2(log_fd, STDERR_FILENO) < 0)
+            _exit(LAUNCH_EXIT_FAILED);
+        _exit(launch_and_remove(ctx, st, c, rc));
+    }
+    close(p[1]);
+    _cleanup_free_ char *said = NULL;
+    size_t n = 0;
+    int r = fd_read_all(p[0], 4096, &said, &n);
+    close(p[0]);
+    if (r >= 0 && n > 0 && said[0] == '\0') {
+        printf("%s\n", c->name);
+        return 0;
+    }
+    /* It did not start: the runner is ending (or has), and says no more. */
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    if (r >= 0 && n > 0)
+        return cli_fail("%s", said), LAUNCH_EXIT_FAILED;
+    _cleanup_free_ char *log = container_log_path(ctx->config.data_dir, c->name);
+    return cli_fail("the container did not start; see %s", log ? log : "its log"),
+           LAUNCH_EXIT_FAILED;
+}
+
+/* Registers a `run --name` container (ephemeral, locked while it runs), launches (in the
+ * background with -d), cleans up. */
+static int run_container(struct cli_ctx *ctx, struct store *st, struct container *c, bool detach)
+{
+    struct errmsg e = {{0}};
+    _cleanup_close_ int lock_fd = -1;
+    if (detach && !c->name && invent_name(&c->name) < 0)
+        return cli_fail("out of memory"), LAUNCH_EXIT_FAILED;
+    struct run_ctx rc = {ctx->config.data_dir, c->name, -1};
+    if (c->name) {
+        containers_sweep(ctx->config.data_dir);
+        c->ephemeral = true;
+        c->created_at = time(NULL);
+        if (container_create(ctx->config.data_dir, c, &lock_fd, &e) < 0)
+            return cli_fail("%s", e.text), LAUNCH_EXIT_FAILED;
+    }
+    /* With -d the child holds the lock (an flock belongs to the open file, shared by fork) for as
+     * long as the container runs; ours is closed on return. */
+    return detach ? run_detached(ctx, st, c, &rc) : launch_and_remove(ctx, st, c, &rc);
 }
 
 static int run_or_create(int argc, char **argv, struct cli_ctx *ctx, bool create)
@@ -253,6 +348,13 @@ static int run_or_create(int argc, char **argv, struct cli_ctx *ctx, bool create
         rc = cli_usage(cmd, "a container made with create needs --name");
         goto out;
     }
+    if (create && (o.detach || o.rm)) {
+        rc = cli_usage(cmd,
+                       "%s is for run: `capsule start` runs a created container, and it "
+                       "stays until `capsule rm`",
+                       o.detach ? "--detach" : "--rm");
+        goto out;
+    }
     if (!(o.c.args = strv_copy(argv + i + 1)) || cli_open_store(ctx, &st) < 0)
         goto out;
     if (resolve_image(ctx, st, argv[i], o.pull, &img, &e) < 0 || take_image(&o.c, &img) < 0) {
@@ -266,7 +368,7 @@ static int run_or_create(int argc, char **argv, struct cli_ctx *ctx, bool create
         if (rc == 0)
             printf("%s\n", o.c.name);
     } else {
-        rc = run_container(ctx, st, &o.c);
+        rc = run_container(ctx, st, &o.c, o.detach);
     }
 out:
     image_record_done(&img);

@@ -469,3 +469,23 @@ int containers_digests_in_use(const char *data_dir, char ***ret, struct errmsg *
     *ret = TAKE_PTR(keep);
     return 0;
 }
+
+char *container_log_path(const char *data_dir, const char *name)
+{
+    char *p = NULL;
+    return asprintf(&p, "%s/logs/%s.log", data_dir, name) < 0 ? NULL : p;
+}
+
+int container_log_open(const char *data_dir, const char *name, struct errmsg *e)
+{
+    _cleanup_free_ char *dir = NULL, *path = container_log_path(data_dir, name);
+    if (!path || asprintf(&dir, "%s/logs", data_dir) < 0)
+        return errmsg_set(e, -ENOMEM, "out of memory");
+    int r = mkdir_p(dir, 0700);
+    if (r < 0)
+        return errmsg_set(e, r, "cannot create %s: %s", dir, strerror(-r));
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return errmsg_set(e, negative_errno(), "cannot create %s: %m", path);
+    return fd;
+}

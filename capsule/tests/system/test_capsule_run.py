@@ -4,8 +4,10 @@ through the overlay, mounts and home, an ordinary user with and without --remap-
 create/start/exec/ps/rm, and what a crash leaves behind (nothing)."""
 
 import os
+import re
 import signal
 import shutil
+import subprocess
 import time
 
 import pytest
@@ -257,6 +259,54 @@ def test_run_by_image_id(env):
     # Hex that no cached image has is still a name, and --pull never says it is not cached.
     r = home.capsule("run", "--pull", "never", "--no-home", "0000aaaa0000", "true")
     assert r.returncode == 125 and "docker.io/library/0000aaaa0000:latest" in r.stderr, r.stderr
+
+
+def test_docker_habits(env):
+    """What Docker users type out of habit: -i and --rm are what run does anyway; -it together."""
+    home, name, _ = env
+    p = subprocess.run([cu.capsule_binary(), "run", "-i", "--rm", "--no-home", name, "-c",
+                        "read x; echo got $x"], env={**os.environ, **home.env()},
+                       input="hello\n", capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout == "got hello\n", (p.returncode, p.stdout, p.stderr)
+    r = ok(home.capsule("run", "--rm", "--name", "gone", "--no-home", name, "-c", "echo hi"))
+    assert r.stdout == "hi\n"
+    assert "gone" not in ok(home.capsule("ps", "-a")).stdout
+    r = ok(home.capsule("run", "--help"))
+    for flag in ("-d, --detach", "-i", "--rm"):
+        assert flag in r.stdout, flag
+    # create keeps its container: -d and --rm belong to run.
+    for flag in ("-d", "--rm"):
+        r = home.capsule("create", flag, "--name", "x", name)
+        assert r.returncode == 2 and "is for run" in r.stderr, r.stderr
+
+
+def test_detached_run(env):
+    home, name, _ = env
+    r = ok(home.capsule("run", "-d", "--name", "bg", "--no-home", name, "-c",
+                        "echo started; echo oops >&2; exec sleep 60"))
+    assert r.stdout == "bg\n" and r.stderr == "", r
+    ps = ok(home.capsule("ps")).stdout
+    assert "bg" in ps and "running" in ps, ps
+    cu.wait_for(lambda: ok(home.capsule("logs", "bg")).stdout == "started\noops\n", 10,
+                "the detached container's output in its log")
+    assert ok(home.capsule("exec", "bg", "cat", "/etc/hello")).stdout == "changed\n"
+    ok(home.capsule("rm", "-f", "bg"))
+    assert "bg" not in ok(home.capsule("ps", "-a")).stdout
+    # The log stays after the container.
+    assert ok(home.capsule("logs", "bg")).stdout.startswith("started\n")
+    # Without --name, a name is made up and printed; the container goes when its command ends.
+    r = ok(home.capsule("run", "-d", "--no-home", name, "-c", "echo anon"))
+    made = r.stdout.strip()
+    assert re.fullmatch(r"capsule-[0-9a-f]{8}", made), r.stdout
+    cu.wait_for(lambda: made not in ok(home.capsule("ps", "-a")).stdout, 10,
+                "the detached container to end")
+    assert ok(home.capsule("logs", made)).stdout == "anon\n"
+    # A command that cannot start is reported here, not only in the log.
+    r = home.capsule("run", "-d", "--no-home", "--entrypoint", "/no/such", name)
+    assert r.returncode == 127 or r.returncode == 125, (r.returncode, r.stderr)
+    assert "/no/such" in r.stderr, r.stderr
+    r = home.capsule("logs", "never-ran")
+    assert r.returncode == 1 and "no log of a container 'never-ran'" in r.stderr, r.stderr
 
 
 def test_run_pulls_a_missing_image(env, images, workdir):
