@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capsule-limits.h"
 #include "cli.h"
 #include "fileio.h"
 #include "launch.h"
@@ -127,7 +128,7 @@ static char *container_cwd(struct cli_ctx *ctx, const struct container *ct)
     struct image_config img = {0};
     char *cwd = NULL;
     if (store_open(ctx->config.cache_dir, &st, NULL) >= 0 &&
-        store_blob_read(st, ct->config_digest, 4u << 20, &data, &len, NULL) >= 0 &&
+        store_blob_read(st, ct->config_digest, CAPSULE_CONFIG_MAX, &data, &len, NULL) >= 0 &&
         image_config_parse(data, len, &img, NULL) >= 0 && img.working_dir)
         cwd = strdup(img.working_dir);
     image_config_done(&img);

@@ -6,14 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capsule-limits.h"
 #include "gpu-inject.h"
 #include "manifest.h"
 #include "runtime.h"
 #include "spec.h"
 #include "strv.h"
-
-/* Image configs are small; a larger one is not an image config. */
-#define CONFIG_MAX (4u << 20)
 
 /* What one launch holds until the container exits. */
 struct launch_state {
@@ -74,7 +72,7 @@ static int read_image_config(struct store *st, const struct container *c, struct
 {
     _cleanup_free_ char *data = NULL;
     size_t len;
-    int r = store_blob_read(st, c->config_digest, CONFIG_MAX, &data, &len, e);
+    int r = store_blob_read(st, c->config_digest, CAPSULE_CONFIG_MAX, &data, &len, e);
     if (r == -ENOENT)
         return errmsg_set(e, r, "the config of image '%s' is missing from the cache; pull it again",
                           c->image);

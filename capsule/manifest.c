@@ -9,13 +9,9 @@
 
 #include <jansson.h>
 
+#include "capsule-limits.h"
 #include "digest.h"
 #include "macro.h"
-
-/* Docker's registry refuses manifests over 4 MiB; configs carry the history of every layer and
- * grow larger, but not by orders of magnitude. */
-#define MANIFEST_MAX_BYTES (4u << 20)
-#define CONFIG_MAX_BYTES   (32u << 20)
 
 #define MEDIA_DOCKER_SCHEMA1        "application/vnd.docker.distribution.manifest.v1+json"
 #define MEDIA_DOCKER_SCHEMA1_SIGNED "application/vnd.docker.distribution.manifest.v1+prettyjws"
@@ -182,7 +178,7 @@ static int parse_descriptor(const json_t *obj, const char *path, bool with_platf
     return 0;
 }
 
-/* An array member of at most MANIFEST_MAX_LAYERS entries. */
+/* An array member of at most CAPSULE_LAYERS_MAX entries. */
 static int get_array(const json_t *obj, const char *key, json_t **ret, struct errmsg *e)
 {
     json_t *a = json_object_get(obj, key);
@@ -190,9 +186,9 @@ static int get_array(const json_t *obj, const char *key, json_t **ret, struct er
         return errmsg_set(e, -EINVAL, "%s: missing", key);
     if (!json_is_array(a))
         return errmsg_set(e, -EINVAL, "%s: expected an array, got %s", key, type_name(a));
-    if (json_array_size(a) > MANIFEST_MAX_LAYERS)
+    if (json_array_size(a) > CAPSULE_LAYERS_MAX)
         return errmsg_set(e, -EINVAL, "%s: %zu entries; more than %d are refused", key,
-                          json_array_size(a), MANIFEST_MAX_LAYERS);
+                          json_array_size(a), CAPSULE_LAYERS_MAX);
     *ret = a;
     return 0;
 }
@@ -390,7 +386,7 @@ int manifest_parse(const void *data, size_t len, const char *content_type, struc
     struct manifest m = {};
     int r;
 
-    if ((r = load_json(data, len, MANIFEST_MAX_BYTES, "manifest", &root, e)) < 0)
+    if ((r = load_json(data, len, CAPSULE_MANIFEST_MAX, "manifest", &root, e)) < 0)
         return r;
     r = parse_manifest_json(root, content_type, &m, e);
     if (r < 0) {
@@ -596,9 +592,9 @@ static int parse_rootfs(const json_t *root, struct image_config *c, struct errms
         return errmsg_set(e, -EINVAL, "rootfs.diff_ids: missing");
     if (!json_is_array(ids))
         return errmsg_set(e, -EINVAL, "rootfs.diff_ids: expected an array, got %s", type_name(ids));
-    if (json_array_size(ids) > MANIFEST_MAX_LAYERS)
+    if (json_array_size(ids) > CAPSULE_LAYERS_MAX)
         return errmsg_set(e, -EINVAL, "rootfs.diff_ids: %zu entries; more than %d are refused",
-                          json_array_size(ids), MANIFEST_MAX_LAYERS);
+                          json_array_size(ids), CAPSULE_LAYERS_MAX);
     if ((r = get_strv(rootfs, "rootfs", "diff_ids", NULL, &c->diff_ids, &c->n_diff_ids, e)) < 0)
         return r;
     if (!c->diff_ids && !(c->diff_ids = calloc(1, sizeof(char *))))
@@ -617,7 +613,7 @@ int image_config_parse(const void *data, size_t len, struct image_config *ret, s
     const char *arch = NULL, *os = NULL;
     int r;
 
-    if ((r = load_json(data, len, CONFIG_MAX_BYTES, "config", &root, e)) < 0)
+    if ((r = load_json(data, len, CAPSULE_CONFIG_MAX, "config", &root, e)) < 0)
         return r;
     if ((r = get_string(root, "", "architecture", false, &arch, e)) < 0 ||
         (r = get_string(root, "", "os", false, &os, e)) < 0)

@@ -25,9 +25,6 @@
 #define MANIFEST_ACCEPT                                                                            \
     MEDIA_OCI_INDEX ", " MEDIA_OCI_MANIFEST ", " MEDIA_DOCKER_LIST ", " MEDIA_DOCKER_MANIFEST
 
-/* Docker allows 127 layers; a manifest with more than this is refused as hostile. */
-#define MANIFEST_MAX_LAYERS 1024
-
 enum layer_compression {
     LAYER_UNCOMPRESSED,
     LAYER_GZIP,

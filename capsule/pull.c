@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capsule-limits.h"
 #include "digest.h"
 #include "macro.h"
 #include "manifest.h"
@@ -17,7 +18,6 @@
 #include "unpack.h"
 
 /* Image configs are a few KiB; anything near this is not one. */
-#define PULL_CONFIG_MAX   (8u * 1024u * 1024u)
 #define PULL_PARALLEL_MAX 32u
 
 const char *pull_host_architecture(void)
@@ -112,14 +112,15 @@ static int fetch_config(struct store *s, struct registry *reg, const char *what,
     const struct descriptor *d = &m->config;
     _cleanup_free_ char *data = NULL;
     size_t len = 0;
-    bool cached = store_blob_read_verified(s, d->digest, PULL_CONFIG_MAX, &data, &len, NULL) >= 0;
+    bool cached =
+        store_blob_read_verified(s, d->digest, CAPSULE_CONFIG_MAX, &data, &len, NULL) >= 0;
     if (!cached) {
-        if (d->size > (int64_t)PULL_CONFIG_MAX)
+        if (d->size > (int64_t)CAPSULE_CONFIG_MAX)
             return errmsg_set(e, -EFBIG,
-                              "%s: the image config is %lld bytes; that is not a "
-                              "config",
-                              what, (long long)d->size);
-        int r = registry_get_blob_mem(reg, d->digest, PULL_CONFIG_MAX, &data, &len, e);
+                              "%s: the image config is %lld bytes, more than the %u MiB capsule "
+                              "takes",
+                              what, (long long)d->size, CAPSULE_CONFIG_MAX >> 20);
+        int r = registry_get_blob_mem(reg, d->digest, CAPSULE_CONFIG_MAX, &data, &len, e);
         if (r < 0)
             return r;
     }

@@ -10,12 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capsule-limits.h"
 #include "http-client.h"
 #include "macro.h"
 #include "manifest.h"
 #include "registry-internal.h"
 
-#define REG_MANIFEST_MAX (4u * 1024u * 1024u)
 /* Small exchanges (ping, manifests, configs, tokens) must finish within this. */
 #define REG_SMALL_TIMEOUT_MS (300L * 1000L)
 /* Bytes of a blob response held back until it is clear they are blob bytes (see blob_sink). */
@@ -383,12 +383,12 @@ int registry_get_manifest(struct registry *r, const char *reference, struct regi
         .path = path,
         .accept = MANIFEST_ACCEPT,
         .timeout_ms = REG_SMALL_TIMEOUT_MS,
-        .max_body = REG_MANIFEST_MAX,
+        .max_body = CAPSULE_MANIFEST_MAX,
     };
     struct http_response resp = {0};
     int k = registry_fetch(r, &q, &resp, e);
     if (k == -EFBIG)
-        k = errmsg_set(e, -EFBIG, "%s: manifest larger than %u bytes", what, REG_MANIFEST_MAX);
+        k = errmsg_set(e, -EFBIG, "%s: manifest larger than %u bytes", what, CAPSULE_MANIFEST_MAX);
     if (k < 0)
         return k;
     if (resp.status != 200) {

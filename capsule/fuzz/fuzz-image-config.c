@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capsule-limits.h"
 #include "digest.h"
 #include "fuzz-check.h"
 #include "manifest.h"
@@ -35,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = 0;
     for (char **p = c.diff_ids; *p; p++, n++)
         CHECK(digest_valid(*p));
-    CHECK(n == c.n_diff_ids && n <= MANIFEST_MAX_LAYERS);
+    CHECK(n == c.n_diff_ids && n <= CAPSULE_LAYERS_MAX);
     image_config_done(&c);
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capsule-limits.h"
 #include "digest.h"
 #include "fuzz-check.h"
 #include "manifest.h"
@@ -24,7 +25,7 @@ static void check_manifest(const struct manifest *m)
     CHECK(m->media_type);
     if (m->kind == MANIFEST_IMAGE) {
         CHECK(m->n_manifests == 0);
-        CHECK(m->n_layers <= MANIFEST_MAX_LAYERS);
+        CHECK(m->n_layers <= CAPSULE_LAYERS_MAX);
         check_descriptor(&m->config);
         CHECK(strcmp(m->config.media_type, MEDIA_DOCKER_CONFIG) == 0 ||
               strcmp(m->config.media_type, MEDIA_OCI_CONFIG) == 0);
@@ -35,7 +36,7 @@ static void check_manifest(const struct manifest *m)
         return;
     }
     CHECK(m->kind == MANIFEST_INDEX);
-    CHECK(m->n_layers == 0 && m->n_manifests <= MANIFEST_MAX_LAYERS);
+    CHECK(m->n_layers == 0 && m->n_manifests <= CAPSULE_LAYERS_MAX);
     for (size_t i = 0; i < m->n_manifests; i++)
         check_descriptor(&m->manifests[i]);
     struct errmsg e = {""};

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "capsule-limits.h"
 #include "test-skip.h"
 
 #include "digest.h"
@@ -257,7 +258,7 @@ static void test_bad_json(void **state)
 
 static void test_too_many_layers(void **state)
 {
-    size_t n = MANIFEST_MAX_LAYERS + 1, size = 200 + n * 200;
+    size_t n = CAPSULE_LAYERS_MAX + 1, size = 200 + n * 200;
     char *json = malloc(size), *p = json;
     assert_non_null(json);
     p += sprintf(
@@ -271,7 +272,7 @@ static void test_too_many_layers(void **state)
     strcpy(strrchr(json, '{') - 1, "]}");
     struct manifest m = {};
     assert_int_equal(parse(json, NULL, &m, NULL), 0);
-    assert_int_equal(m.n_layers, MANIFEST_MAX_LAYERS);
+    assert_int_equal(m.n_layers, CAPSULE_LAYERS_MAX);
     manifest_done(&m);
     free(json);
 }

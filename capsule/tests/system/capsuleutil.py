@@ -676,6 +676,19 @@ class Layout:
                               "size": len(mdata)})
         return digest
 
+    def edit_config(self, tag, change):
+        """Lets change(config dict) edit the image's config; rewrites the config blob and the
+        manifest (the tag then names the new manifest)."""
+        manifest = self.manifest(tag)
+        config = self.config(tag)
+        change(config)
+        cdata = json.dumps(config).encode()
+        manifest["config"] = {"mediaType": manifest["config"]["mediaType"],
+                              "digest": self.write_blob(cdata), "size": len(cdata)}
+        mdata = json.dumps(manifest).encode()
+        self._set_entry(tag, {"mediaType": MEDIA_OCI_MANIFEST, "digest": self.write_blob(mdata),
+                              "size": len(mdata)})
+
     def make_index(self, tag, entries):
         """An OCI index under tag over [(image tag, os, arch, variant or None)]."""
         manifests = []

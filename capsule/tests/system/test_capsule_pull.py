@@ -250,6 +250,27 @@ def test_capsule_runs_the_helper_beside_it(images, registry, home, workdir):
     assert [i["name"] for i in home.images_json()] == [name]
 
 
+def test_config_limits_agree_between_pull_and_run(images, registry, home):
+    """A large image config (long histories make real ones megabytes) that pulls also runs; one
+    over the limit is refused at the pull, naming it, and nothing is kept."""
+    images.copy_tag("base", "bigconf")
+    images.edit_config("bigconf", lambda c: c["config"].setdefault("Labels", {}).update(
+        {"padding": "x" * (5 * 1024 * 1024 + 200 * 1024)}))
+    registry.push_raw(images, "bigconf", "bigconf:1")
+    name = f"{registry.host}/bigconf:1"
+    assert_ok(pull(home, "-q", name))
+    r = home.capsule("run", "--pull", "never", "--no-home", name, "/bin/echo", "ran")
+    assert r.returncode == 0 and r.stdout == "ran\n", (r.returncode, r.stderr)
+
+    images.copy_tag("base", "hugeconf")
+    images.edit_config("hugeconf", lambda c: c["config"].setdefault("Labels", {}).update(
+        {"padding": "x" * (17 * 1024 * 1024)}))
+    registry.push_raw(images, "hugeconf", "hugeconf:1")
+    r = pull(home, "-q", f"{registry.host}/hugeconf:1")
+    assert_fails(r, "the image config is", "more than the 16 MiB capsule takes")
+    assert [i["name"] for i in home.images_json()] == [name]
+
+
 def test_two_users_share_a_cache(images, registry, workdir, capsule_users):
     uids = [capsule_users.user(u, group="share") for u in ("share-a", "share-b")]
     gid = grp.getgrnam(capsule_users.group("share")).gr_gid

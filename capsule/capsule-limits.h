@@ -1,0 +1,12 @@
+/* The sizes capsule accepts from registries and from its own cache, in one place: what a pull
+ * takes, a run must take too. */
+#pragma once
+
+/* Manifests and indexes: Docker's registry refuses larger ones. */
+#define CAPSULE_MANIFEST_MAX (4u << 20)
+/* Image configs carry the history of every layer and can grow to megabytes (5 MB were seen in a
+ * real image); a larger blob is not a config. */
+#define CAPSULE_CONFIG_MAX (16u << 20)
+/* Layers of one image, and manifests of one index. Docker stops at 127 layers; the margin is for
+ * images built otherwise. */
+#define CAPSULE_LAYERS_MAX 1024
