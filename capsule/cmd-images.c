@@ -203,7 +203,8 @@ int cmd_gc(int argc, char **argv, struct cli_ctx *ctx)
         if (c != 'h')
             return cli_usage(cmd, "unknown option");
         printf("usage: capsule %s\n\nRemoves layers and blobs that no cached image and no "
-               "container uses, and stale partial downloads.\n",
+               "container uses, and what killed pulls and runs left behind (partial downloads, "
+               "unfinished unpacks, copies of images).\n",
                cmd->usage);
         return 0;
     }
@@ -228,5 +229,8 @@ int cmd_gc(int argc, char **argv, struct cli_ctx *ctx)
     if (st.layers_busy)
         printf("kept %u layer%s in use by running containers\n", st.layers_busy,
                st.layers_busy == 1 ? "" : "s");
+    if (st.tmp_busy)
+        printf("kept %u temporary entr%s in use by a running container or unpack\n", st.tmp_busy,
+               st.tmp_busy == 1 ? "y" : "ies");
     return 0;
 }

@@ -168,10 +168,19 @@ int launch_exit_code(int r, const struct errmsg *e)
     return LAUNCH_EXIT_FAILED;
 }
 
-static int run(struct launch_state *s, const struct launch_request *req, int *ret_exit,
-               struct errmsg *e)
+static int run(struct store *st, struct launch_state *s, const struct launch_request *req,
+               int *ret_exit, struct errmsg *e)
 {
     const struct container *c = req->c;
+    /* Where a copy of the image would go (rootfs = copy, or auto when overlayfs is refused): in
+     * the cache, under a lock, so that gc removes what a killed run leaves there. */
+    _cleanup_free_ char *scratch = NULL;
+    int scratch_lock = -1;
+    if (req->config->rootfs_mode != RUNTIME_ROOTFS_OVERLAY) {
+        int r = store_scratch_new(st, &scratch, &scratch_lock, e);
+        if (r < 0)
+            return r;
+    }
     struct run_spec spec = {
         .layers = s->layer_dirs,
         .n_layers = s->n_layers,
@@ -193,10 +202,14 @@ static int run(struct launch_state *s, const struct launch_request *req, int *re
         .n_links = s->gpu.n_links,
         .run_ldconfig = s->gpu.n_gpus > 0,
         .ld_library_dir = s->gpu.lib_dir,
+        .scratch_dir = scratch,
         .on_started = req->on_started,
         .userdata = req->userdata,
     };
-    return runtime_run(&spec, ret_exit, e);
+    int r = runtime_run(&spec, ret_exit, e);
+    if (scratch)
+        store_scratch_remove(st, scratch, scratch_lock);
+    return r;
 }
 
 int launch_container(struct store *st, const struct launch_request *req, int *ret_exit,
@@ -207,7 +220,7 @@ int launch_container(struct store *st, const struct launch_request *req, int *re
     if ((r = hold_layers(st, req->c, &s, e)) < 0 ||
         (r = read_image_config(st, req->c, &s.img, e)) < 0 || (r = plan_gpus(&s, req, e)) < 0 ||
         (r = build_spec(&s, req, e)) < 0 || (r = collect_mounts(&s, req, e)) < 0 ||
-        (r = run(&s, req, ret_exit, e)) < 0)
+        (r = run(st, &s, req, ret_exit, e)) < 0)
         *ret_exit = launch_exit_code(r, e);
     launch_state_done(&s);
     return r;

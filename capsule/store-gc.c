@@ -12,14 +12,11 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "digest.h"
 #include "log.h"
 #include "store-private.h"
-
-#define TMP_MAX_AGE_S 3600
 
 struct gc {
     struct store *s;
@@ -167,9 +164,13 @@ static int gc_layer_at(struct gc *g, int dfd, const char *algo, const char *hex)
     return gc_layer(g, algo, hex);
 }
 
-/* The lock that guards a tmp/ entry: "<hex>.partial" a download's, "<hex>.*" an unpack's. */
-static bool tmp_entry_lock(const char *name, char lock[PATH_MAX])
+/* The lock that guards a tmp/ entry: "<hex>.partial" a download's, "<hex>.*" an unpack's (the
+ * layer's lock), "run-*" a run's scratch directory's (its own, removed with it). */
+static bool tmp_entry_lock(const char *name, char lock[PATH_MAX], bool *ret_own)
 {
+    *ret_own = strncmp(name, STORE_SCRATCH_PREFIX, strlen(STORE_SCRATCH_PREFIX)) == 0;
+    if (*ret_own)
+        return snprintf(lock, PATH_MAX, "%s.lock", name) < PATH_MAX;
     size_t n = strspn(name, "0123456789abcdef");
     if ((n != 64 && n != 128) || name[n] != '.')
         return false;
@@ -178,17 +179,19 @@ static bool tmp_entry_lock(const char *name, char lock[PATH_MAX])
     return true;
 }
 
-static int gc_tmp_entry(struct gc *g, int dfd, const char *name, time_t now)
+/* gc holds the gc lock exclusively, so no pull is between its first blob and its record: what
+ * is in tmp/ was left by a killed pull, unpack, gc or run, unless its lock says it is in use. */
+static int gc_tmp_entry(struct gc *g, int dfd, const char *name)
 {
-    struct stat st;
-    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || now - st.st_mtime < TMP_MAX_AGE_S)
-        return 0;
     char lock[PATH_MAX];
+    bool own = false;
     _cleanup_close_ int fd = -1;
-    if (tmp_entry_lock(name, lock)) {
+    if (tmp_entry_lock(name, lock, &own)) {
         int r = store_lock(g->s, lock, LOCK_EX | LOCK_NB, &fd);
-        if (r == -EWOULDBLOCK)
-            return 0; /* still being written */
+        if (r == -EWOULDBLOCK) {
+            g->stats.tmp_busy++;
+            return 0;
+        }
         if (r < 0)
             return errmsg_set(g->e, r, "cannot lock '%s/locks/%s': %s", g->s->root, lock,
                               strerror(-r));
@@ -196,6 +199,13 @@ static int gc_tmp_entry(struct gc *g, int dfd, const char *name, time_t now)
     int r = store_remove_tree_at(dfd, name, &g->stats.bytes_freed);
     if (r < 0)
         return errmsg_set(g->e, r, "cannot remove '%s/tmp/%s': %s", g->s->root, name, strerror(-r));
+    /* Nobody can want a dead run's lock again: its name was unique. */
+    if (own) {
+        _cleanup_close_ int locks =
+            openat(g->s->root_fd, "locks", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (locks >= 0)
+            unlinkat(locks, lock, 0);
+    }
     g->stats.tmp_removed++;
     return 0;
 }
@@ -206,11 +216,10 @@ static int gc_tmp(struct gc *g)
     int r = gc_opendir(g, "tmp", &d);
     if (r < 0)
         return r;
-    time_t now = time(NULL);
     struct dirent *de;
     while (r >= 0 && (de = readdir(d)))
         if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-            r = gc_tmp_entry(g, dirfd(d), de->d_name, now);
+            r = gc_tmp_entry(g, dirfd(d), de->d_name);
     closedir(d);
     return r;
 }

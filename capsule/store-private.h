@@ -17,6 +17,8 @@ struct store {
 };
 
 #define STORE_GC_LOCK "gc.lock"
+/* tmp/ entries of store_scratch_new() start with this; their lock is locks/<entry>.lock. */
+#define STORE_SCRATCH_PREFIX "run-"
 
 /* "blobs/sha256/<hex>" or "layers/sha256/<hex>" for kind "blobs" or "layers" into buf.
  * -EINVAL if digest is not digest_valid(). */

@@ -7,7 +7,8 @@
  *                             overlayfs lower directory as it stands (whiteouts are 0/0 char
  *                             devices, opaque directories carry user.overlay.opaque=y)
  *   images/<hex>.json         one record per image name (hex = sha256 of the canonical name)
- *   tmp/                      partial downloads (<hex>.partial) and unpacks in progress
+ *   tmp/                      partial downloads (<hex>.partial), unpacks in progress
+ *                             (<hex>.XXXXXX) and scratch directories of runs (run-XXXXXX)
  *   locks/<hex>.lock          flock(2) files, one per blob/layer
  *
  * Concurrency: everything that appears in blobs/, layers/ or images/ appears by rename(2) of a
@@ -121,6 +122,17 @@ int store_image_list(struct store *s, struct image_record **ret, size_t *ret_n, 
 /* Removes the record (layers stay until gc). -ENOENT if there is none. */
 int store_image_remove(struct store *s, const char *name, struct errmsg *e);
 
+/* ---- scratch space of runs ---- */
+
+/* A private directory (0700) for one run to keep large temporary files in (the copy fallback's
+ * merged root): tmp/run-XXXXXX, locked (locks/run-XXXXXX.lock) until *ret_lock_fd is closed.
+ * store_scratch_remove() removes it after the run; when the run was killed, gc does (its lock
+ * is then free). Returns 0 with the malloc'd path, or -errno with a message. */
+int store_scratch_new(struct store *s, char **ret_dir, int *ret_lock_fd, struct errmsg *e);
+/* Removes a scratch directory and its lock and closes lock_fd (may be -1). Best effort: what
+ * stays is gc's. dir stays the caller's. */
+void store_scratch_remove(struct store *s, const char *dir, int lock_fd);
+
 /* ---- garbage collection ---- */
 
 /* Keeps gc away while a pull is between its first blob and its image record (whatever it
@@ -129,13 +141,16 @@ int store_image_remove(struct store *s, const char *name, struct errmsg *e);
 int store_gc_block(struct store *s, int *ret_fd, struct errmsg *e);
 
 struct store_gc_stats {
-    unsigned layers_removed, blobs_removed, layers_busy, tmp_removed;
+    unsigned layers_removed, blobs_removed, layers_busy, tmp_removed, tmp_busy;
     uint64_t bytes_freed;
 };
 /* Removes layers and blobs no image record references and that are not in keep (digests of
  * layers that containers use, NULL-terminated, may be NULL), layers whose lock is held (skipped,
- * counted busy), and tmp/ entries older than an hour whose lock is free. -EBUSY (nothing
- * removed) while a store_gc_block() lock is held. Damaged image records reference nothing. */
+ * counted busy), and what killed pulls and runs left in tmp/: partial downloads, unfinished
+ * unpacks and scratch directories whose lock is free (one whose lock is held is in use: kept,
+ * counted in tmp_busy). No pull is live while gc runs (each holds store_gc_block()), so nothing
+ * else in tmp/ is either. -EBUSY (nothing removed) while a store_gc_block() lock is held. Damaged
+ * image records reference nothing. */
 int store_gc(struct store *s, char *const *keep, struct store_gc_stats *ret, struct errmsg *e);
 
 /* rm -rf that first makes directories writable (image layers hold 0555 directories). Returns 0

@@ -622,31 +622,24 @@ static void test_gc(void **state)
     assert_int_equal(st.layers_busy, 0);
 }
 
-static void make_old(const char *path)
-{
-    struct timespec ts[2] = {{.tv_sec = time(NULL) - 7200}, {.tv_sec = time(NULL) - 7200}};
-    assert_int_equal(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW), 0);
-}
-
+/* gc removes what killed pulls left in tmp/ at once, whatever its age, and keeps only what a lock
+ * says is in use; nothing while a pull holds the gc block. */
 static void test_gc_tmp_and_pull_block(void **state)
 {
     struct ctx *c = *state;
     char d1[DIGEST_STRING_MAX], d2[DIGEST_STRING_MAX], d3[DIGEST_STRING_MAX];
-    sha("old-partial", d1);
-    sha("old-unpack-locked", d2);
-    sha("recent", d3);
+    sha("killed-partial", d1);
+    sha("unpack-locked", d2);
+    sha("killed-just-now", d3);
     char p1[PATH_MAX], p2[PATH_MAX], p3[PATH_MAX], p4[PATH_MAX];
     snprintf(p1, sizeof(p1), "%s/tmp/%s.partial", c->root, digest_hex(d1));
     snprintf(p2, sizeof(p2), "%s/tmp/%s.Ab12Cd", c->root, digest_hex(d2));
-    snprintf(p3, sizeof(p3), "%s/tmp/%s.partial", c->root, digest_hex(d3));
+    snprintf(p3, sizeof(p3), "%s/tmp/%s.Xy34Zw", c->root, digest_hex(d3));
     snprintf(p4, sizeof(p4), "%s/tmp/write.123456", c->root);
     write_file(p1, "part");
     assert_int_equal(mkdir(p2, 0555), 0);
-    write_file(p3, "part");
+    assert_int_equal(mkdir(p3, 0555), 0);
     write_file(p4, "w");
-    make_old(p1);
-    make_old(p2);
-    make_old(p4);
     struct errmsg e = {""};
     int lock = -1;
     assert_int_equal(store_layer_lock(c->s, d2, true, true, &lock, &e), 0);
@@ -661,13 +654,64 @@ static void test_gc_tmp_and_pull_block(void **state)
 
     assert_int_equal(store_gc(c->s, NULL, &st, &e), 0);
     assert_false(exists(p1));
-    assert_true(exists(p2)); /* its unpack still runs */
-    assert_true(exists(p3)); /* too young */
+    assert_true(exists(p2));  /* its unpack still runs */
+    assert_false(exists(p3)); /* a second old or not: nobody holds it */
     assert_false(exists(p4));
-    assert_int_equal(st.tmp_removed, 2);
+    assert_int_equal(st.tmp_removed, 3);
+    assert_int_equal(st.tmp_busy, 1);
     close(lock);
     assert_int_equal(store_gc(c->s, NULL, &st, &e), 0);
     assert_false(exists(p2));
+    assert_int_equal(st.tmp_busy, 0);
+}
+
+/* A run's scratch directory is private, survives gc while its run holds it, and goes with its
+ * lock: after store_scratch_remove(), or at the next gc once the run was killed. */
+static void test_scratch_dirs(void **state)
+{
+    struct ctx *c = *state;
+    struct errmsg e = {""};
+    char *dir = NULL, lock[PATH_MAX], file[PATH_MAX];
+    int fd = -1;
+    assert_int_equal(store_scratch_new(c->s, &dir, &fd, &e), 0);
+    struct stat sb;
+    assert_int_equal(stat(dir, &sb), 0);
+    assert_int_equal(sb.st_mode & 07777, 0700);
+    snprintf(lock, sizeof(lock), "%s/locks/%s.lock", c->root, strrchr(dir, '/') + 1);
+    assert_true(exists(lock));
+    snprintf(file, sizeof(file), "%s/big", dir);
+    write_file(file, "copy of an image");
+
+    struct store_gc_stats st = {0};
+    assert_int_equal(store_gc(c->s, NULL, &st, &e), 0);
+    assert_true(exists(file));
+    assert_int_equal(st.tmp_busy, 1);
+    store_scratch_remove(c->s, dir, fd);
+    assert_false(exists(dir));
+    assert_false(exists(lock));
+    free(dir);
+
+    /* A run killed with its scratch in place: the lock is free once its process is gone. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        char *d = NULL;
+        int f = -1;
+        _exit(store_scratch_new(c->s, &d, &f, NULL) == 0 ? 0 : 1);
+    }
+    assert_int_equal(child_status(pid), 0);
+    assert_int_equal(store_gc(c->s, NULL, &st, &e), 0);
+    assert_int_equal(st.tmp_busy, 0);
+    assert_int_equal(st.tmp_removed, 1);
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", c->root);
+    DIR *d = opendir(tmp);
+    assert_non_null(d);
+    struct dirent *de;
+    int left = 0;
+    while ((de = readdir(d)))
+        left += strncmp(de->d_name, "run-", 4) == 0;
+    closedir(d);
+    assert_int_equal(left, 0);
 }
 
 /* ---- tree removal ---- */
@@ -811,6 +855,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_image_long_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc_tmp_and_pull_block, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scratch_dirs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_tree_permissions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_tree_deep, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_tree_stops_at_mounts, setup, teardown),

@@ -243,6 +243,39 @@ def test_a_killed_runner_leaves_nothing(env, workdir):
     assert r.stdout == "again\n"
 
 
+def test_a_killed_copy_leaves_nothing_after_gc(env, workdir):
+    """rootfs = copy puts the image's copy in the cache's tmp/, private and locked while the
+    container runs: gc keeps it then, and removes it once its runner was killed."""
+    home, name, _ = env
+    home.write_config(rootfs="copy")
+    tmp = home.cache / "tmp"
+    host_tmp_before = set(os.listdir("/tmp"))
+    ok(home.capsule("gc"))  # what earlier tests' killed runners left
+    try:
+        p = home.popen("run", "--no-home", name, "-c", "echo ready; busybox sleep 60",
+                       log=workdir / "copy.log")
+        cu.wait_for(lambda: "ready" in p.log(), 20, "the container to start")
+        runs = [e for e in os.listdir(tmp) if e.startswith("run-")]
+        assert len(runs) == 1, os.listdir(tmp)
+        assert (tmp / runs[0]).stat().st_mode & 0o777 == 0o700
+        r = ok(home.capsule("gc"))
+        assert "kept 1 temporary entry in use" in r.stdout, r.stdout
+        assert (tmp / runs[0]).exists()
+        p.popen.send_signal(signal.SIGKILL)
+        p.wait(10)
+        p.stop()
+        ok(home.capsule("run", "--no-home", name, "-c", "true"))
+        r = ok(home.capsule("gc"))
+        assert "1 temporary entry" in r.stdout and "kept" not in r.stdout, r.stdout
+        assert os.listdir(tmp) == []
+        assert not [f for f in os.listdir(home.cache / "locks") if f.startswith("run-")]
+    finally:
+        home.config_path.unlink()
+    # Nothing of the copy went to the host's /tmp.
+    assert not [f for f in set(os.listdir("/tmp")) - host_tmp_before
+                if f.startswith("capsule-root-")]
+
+
 def test_run_by_image_id(env):
     """An ID prefix of a cached image wins over the Docker Hub name the same hex string parses as
     (docker.io/library/<hex>:latest), as in Docker: with every pull policy but "always"."""
