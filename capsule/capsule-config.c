@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capsule-limits.h"
 #include "config.h"
 #include "macro.h"
 #include "strv.h"
@@ -51,7 +52,8 @@ static char *expand_home(const char *v)
 
 static int set_defaults(struct capsule_config *c)
 {
-    *c = (struct capsule_config){.parallel_downloads = 4, .retries = 4};
+    *c = (struct capsule_config){
+        .parallel_downloads = 4, .retries = 4, .max_layer_size = CAPSULE_LAYER_SIZE_DEFAULT};
     c->cache_dir = xdg_dir("XDG_CACHE_HOME", ".cache");
     c->data_dir = xdg_dir("XDG_DATA_HOME", ".local/share");
     char *cfg = xdg_dir("XDG_CONFIG_HOME", ".config");
@@ -143,6 +145,9 @@ static int apply_numbers(struct config *f, struct capsule_config *c, struct errm
     if (r < 0)
         return r;
     c->retries = (unsigned)v;
+    r = config_get_size(f, SECTION, "max_layer_size", c->max_layer_size, &c->max_layer_size, e);
+    if (r < 0)
+        return r;
     return config_get_bool(f, SECTION, "remap_root", c->remap_root, &c->remap_root, e);
 }
 

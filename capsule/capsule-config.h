@@ -14,11 +14,14 @@
  *   rootfs = auto|overlay|copy  default auto
  *   mounts = SRC:DST[:ro] ...   mounted into every container (space-separated)
  *   remap_root = yes|no         default no
+ *   max_layer_size = SIZE       the largest layer a pull takes, as its manifest declares it
+ *                               (512M, 64G: powers of 1024); 0 = no limit; default 64G
  *
  * "~/" and "$HOME/" at the start of a path are expanded. Unknown keys are errors. */
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "errmsg.h"
 #include "runtime.h"
@@ -36,7 +39,8 @@ struct capsule_config {
     enum runtime_rootfs_mode rootfs_mode;
     char **mounts; /* "SRC:DST[:ro]", NULL-terminated, never NULL */
     bool remap_root;
-    char *loaded_from[2]; /* the files that were read, NULL if not */
+    uint64_t max_layer_size; /* bytes; 0 = no limit */
+    char *loaded_from[2];    /* the files that were read, NULL if not */
 };
 
 /* Loads the defaults and the files. system_path/user_path NULL = the standard paths; a missing

@@ -7,6 +7,9 @@
 /* Image configs carry the history of every layer and can grow to megabytes (5 MB were seen in a
  * real image); a larger blob is not a config. */
 #define CAPSULE_CONFIG_MAX (16u << 20)
+/* The default of max_layer_size (capsule-config.h): the largest compressed layer a pull takes
+ * unless configured otherwise. The largest layers of NGC framework images are a few GiB. */
+#define CAPSULE_LAYER_SIZE_DEFAULT (64ull << 30)
 /* Layers of one image, and manifests of one index. Docker stops at 127 layers; the margin is for
  * images built otherwise. */
 #define CAPSULE_LAYERS_MAX 1024

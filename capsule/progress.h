@@ -37,3 +37,5 @@ void progress_set_state(struct progress *p, size_t i, enum progress_state state)
 /* Formats a byte count as people read sizes ("0 B", "532 B", "12.3 MB", "1.05 GB"; decimal
  * units, as Docker shows them) into buf. Returns buf. */
 char *progress_format_bytes(int64_t bytes, char buf[static 16]);
+/* The same in powers of 1024 ("64.0 GiB"), for sizes that settings give in those units. */
+char *progress_format_binary(int64_t bytes, char buf[static 16]);

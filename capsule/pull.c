@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -287,6 +289,38 @@ static int fetch_layers(struct pull_ctx *c, struct errmsg *e)
     return 0;
 }
 
+/* Before anything is fetched: every layer within max_layer_size, and what is to be fetched
+ * within the cache's free space, both by the sizes the manifest declares (a download never
+ * grows past its declared size). The unpacked layers need more room still; this catches the
+ * pull that cannot fit, and the registry that declares terabytes, before they fill the disk. */
+static int check_layer_sizes(struct store *s, const struct manifest *m, const struct pull_opts *o,
+                             struct errmsg *e)
+{
+    uint64_t need = 0;
+    char a[16], b[16];
+    for (size_t i = 0; i < m->n_layers; i++) {
+        const struct descriptor *d = &m->layers[i];
+        if (o->max_layer_size && (uint64_t)d->size > o->max_layer_size)
+            return errmsg_set(e, -EFBIG,
+                              "layer %zu of %zu (%s) declares %s, more than max_layer_size (%s) "
+                              "in capsule.conf allows",
+                              i + 1, m->n_layers, d->digest, progress_format_binary(d->size, a),
+                              progress_format_binary((int64_t)o->max_layer_size, b));
+        if (!store_has_layer(s, d->digest))
+            need += (uint64_t)d->size;
+    }
+    struct statvfs v;
+    if (statvfs(store_root(s), &v) < 0)
+        return 0; /* no figure to check against: the download's own ENOSPC will tell */
+    uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+    if (need > avail)
+        return errmsg_set(e, -ENOSPC,
+                          "%s: the layers to fetch declare %s and the cache has %s free",
+                          strerror(ENOSPC), progress_format_bytes((int64_t)need, a),
+                          progress_format_bytes((int64_t)avail, b));
+    return 0;
+}
+
 static int record_fill(const char *name, const struct registry_manifest *raw,
                        const struct manifest *m, struct image_record *rec)
 {
@@ -352,6 +386,8 @@ int pull_image(struct store *s, const struct image_ref *ref, const struct pull_o
         r = store_blob_write(s, raw.digest, raw.data, raw.len, e);
     if (r >= 0)
         r = fetch_config(s, reg, name, &m, o, e);
+    if (r >= 0)
+        r = check_layer_sizes(s, &m, o, e);
     if (r >= 0)
         r = pull_layers(s, reg, &m, o, e);
     if (r >= 0 && record_fill(name, &raw, &m, &rec) < 0)

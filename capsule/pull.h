@@ -5,6 +5,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "errmsg.h"
 #include "ref.h"
@@ -21,9 +22,15 @@ struct pull_opts {
      * terminal: one line per finished layer). */
     int progress_fd;
     bool keep_blobs; /* keep layer blobs after unpacking (default: drop them) */
+    /* The largest layer to take, as the manifest declares it (bytes; 0 = no limit). A download
+     * never grows past the declared size, so this bounds what a registry can make us write. */
+    uint64_t max_layer_size;
 };
 
-/* Pulls ref into s. Layers already in the store are neither fetched nor unpacked again. On
+/* Pulls ref into s. Layers already in the store are neither fetched nor unpacked again. Before
+ * any layer is fetched, each declared size is checked against max_layer_size and their sum
+ * (those not in the store yet) against the cache's free space: -EFBIG / -ENOSPC saying what to
+ * do, and nothing is fetched. On
  * success the image record is saved and copied into *ret (may be NULL; free with
  * image_record_done). On failure nothing half-done is visible: no record, no partial layer; a
  * partial download stays in tmp/ for the next attempt unless its bytes were wrong. */

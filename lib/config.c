@@ -409,6 +409,25 @@ int config_get_duration(struct config *c, const char *sec, const char *key, doub
     return 1;
 }
 
+int config_get_size(struct config *c, const char *sec, const char *key, uint64_t def, uint64_t *ret,
+                    struct errmsg *e)
+{
+    const char *v = config_get(c, sec, key);
+    if (!v) {
+        *ret = def;
+        return 0;
+    }
+    uint64_t n;
+    int r = parse_size(v, &n);
+    if (r == -ERANGE)
+        return value_error(c, sec, key, e, r, "size '%s' is too large", v);
+    if (r < 0)
+        return value_error(c, sec, key, e, r,
+                           "'%s' is not a size (like 4096, 512M, 64G, 1T: powers of 1024)", v);
+    *ret = n;
+    return 1;
+}
+
 int config_check_unused(struct config *c, struct errmsg *e)
 {
     for (size_t i = 0; i < c->n_entries; i++) {
@@ -477,6 +496,59 @@ int parse_duration(const char *s, double *ret_s)
         return 0;
     }
     return -EINVAL;
+}
+
+/* The power of 1024 a size unit stands for ("" and "B": 0, "K": 1, ... "P": 5), or -1. */
+static int size_unit(const char *u, size_t len)
+{
+    static const char prefixes[] = "KMGTP";
+    if (len == 0 || (len == 1 && (*u == 'B' || *u == 'b')))
+        return 0;
+    const char *p = strchr(prefixes, toupper((unsigned char)*u));
+    if (!p || *u == '\0')
+        return -1;
+    /* "G", "GB", "GiB" (any case): all powers of 1024, as memory and disk tools mean them. */
+    const char *rest = u + 1;
+    size_t n = len - 1;
+    if (n == 0 || (n == 1 && toupper((unsigned char)rest[0]) == 'B') ||
+        (n == 2 && tolower((unsigned char)rest[0]) == 'i' &&
+         toupper((unsigned char)rest[1]) == 'B'))
+        return (int)(p - prefixes) + 1;
+    return -1;
+}
+
+int parse_size(const char *s, uint64_t *ret)
+{
+    if (!s)
+        return -EINVAL;
+    s = skip_blanks(s);
+    uint64_t v = 0;
+    size_t digits = 0;
+    bool overflow = false;
+    for (; isdigit((unsigned char)*s); s++, digits++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            overflow = true;
+        v = v * 10 + d;
+    }
+    if (digits == 0)
+        return -EINVAL;
+    s = skip_blanks(s);
+    size_t ulen = 0;
+    while (isalpha((unsigned char)s[ulen]))
+        ulen++;
+    int power = size_unit(s, ulen);
+    if (power < 0 || *skip_blanks(s + ulen) != '\0')
+        return -EINVAL;
+    for (int i = 0; i < power && !overflow; i++) {
+        if (v > UINT64_MAX / 1024)
+            overflow = true;
+        v *= 1024;
+    }
+    if (overflow)
+        return -ERANGE;
+    *ret = v;
+    return 0;
 }
 
 static bool valid_host_char(char ch, bool bracketed)

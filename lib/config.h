@@ -77,6 +77,11 @@ int config_get_bool(struct config *c, const char *sec, const char *key, bool def
 int config_get_duration(struct config *c, const char *sec, const char *key, double def_s,
                         double *ret_s, struct errmsg *e);
 
+/* Size getter in bytes, syntax as parse_size(). Absent: *ret = def, returns 0; present: returns
+ * 1; invalid: -EINVAL / -ERANGE naming file:line, section and key. */
+int config_get_size(struct config *c, const char *sec, const char *key, uint64_t def, uint64_t *ret,
+                    struct errmsg *e);
+
 /* Returns 0 if every key of the file was asked for (by any getter above), else -EINVAL naming
  * the first such key in file order: "coold.conf:3: unknown key 'devcie' in [controller]". */
 int config_check_unused(struct config *c, struct errmsg *e);
@@ -86,6 +91,12 @@ int config_check_unused(struct config *c, struct errmsg *e);
  * Surrounding blanks are allowed, nothing else. Returns 0, or -EINVAL for empty, negative,
  * junk, NaN/inf, -ERANGE if the result does not fit a double or exceeds 100 years. */
 int parse_duration(const char *s, double *ret_s);
+
+/* Parses a size in bytes: a decimal integer with an optional unit, K, M, G, T or P (powers of
+ * 1024; also written KiB, KB, k, ...), or B: "4096", "512M", "64 GiB", "1T". Surrounding blanks
+ * are allowed, nothing else. Returns 0, or -EINVAL for empty, signed, fractional or junk text,
+ * -ERANGE if the result does not fit 64 bits. *ret is written only on success. */
+int parse_size(const char *s, uint64_t *ret);
 
 /* Parses "host:port" for listening: "127.0.0.1:9420", "[::1]:9420", "localhost:80" and ":9420"
  * (empty host: all addresses; host[0] is then '\0'). Port 0..65535 (0 = let the kernel pick).

@@ -60,6 +60,7 @@ static void test_defaults_follow_xdg(void **state)
     assert_string_equal(c.docker_config, "/home/tester/.docker/config.json");
     assert_string_equal(c.driver_root, "/");
     assert_int_equal(c.parallel_downloads, 4);
+    assert_true(c.max_layer_size == 64ull << 30);
     assert_int_equal(strv_length(c.insecure_registries), 0);
     assert_null(c.loaded_from[0]);
     capsule_config_done(&c);
@@ -77,6 +78,7 @@ static void test_user_file_overrides_system_file(void **state)
     const char *user = write_file("user.conf", "[capsule]\n"
                                                "cache_dir = ~/fast/cache\n"
                                                "parallel_downloads = 8\n"
+                                               "max_layer_size = 0\n"
                                                "remap_root = yes\n");
     struct capsule_config c;
     assert_int_equal(capsule_config_load(sys, user, &c, NULL), 0);
@@ -85,6 +87,7 @@ static void test_user_file_overrides_system_file(void **state)
     assert_string_equal(c.mounts[0], "/data:/data:ro");
     assert_int_equal(c.rootfs_mode, RUNTIME_ROOTFS_COPY);
     assert_int_equal(c.parallel_downloads, 8);
+    assert_true(c.max_layer_size == 0);
     assert_true(c.remap_root);
     assert_string_equal(c.loaded_from[0], sys);
     capsule_config_done(&c);
@@ -109,6 +112,7 @@ static void test_errors_name_file_line_key(void **state)
     expect_error("[capsule]\nparallel_downloads = 0\n", "parallel_downloads");
     expect_error("[capsule]\ncahce_dir = /x\n", "unknown key 'cahce_dir'");
     expect_error("[capsule]\nmounts = /a:/b /c\n", "bad.conf:2: [capsule] mounts");
+    expect_error("[capsule]\nmax_layer_size = 1.5G\n", "'1.5G' is not a size");
 }
 
 /* The shipped example must load: users start from it. */

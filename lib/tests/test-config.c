@@ -280,6 +280,60 @@ static void test_parse_duration(void **state)
     assert_int_equal(parse_duration(NULL, &d), -EINVAL);
 }
 
+static void test_parse_size(void **state)
+{
+    static const struct {
+        const char *s;
+        uint64_t want;
+    } good[] = {
+        {"0", 0},
+        {"4096", 4096},
+        {"1K", 1024},
+        {"1k", 1024},
+        {"512M", 512ull << 20},
+        {"64G", 64ull << 30},
+        {" 64 GiB ", 64ull << 30},
+        {"2GB", 2ull << 30},
+        {"1T", 1ull << 40},
+        {"3P", 3ull << 50},
+        {"100B", 100},
+        {"18446744073709551615", UINT64_MAX},
+        {"15P", 15ull << 50},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(good); i++) {
+        uint64_t v = 1;
+        assert_int_equal(parse_size(good[i].s, &v), 0);
+        assert_true(v == good[i].want);
+    }
+    static const char *const bad[] = {
+        "", " ", "-1", "+1", "G", "1.5G", "1x", "1GG", "1Gi", "1iB", "0x10", "1 2", "1 G B", "1E",
+    };
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+        uint64_t v = 99;
+        assert_int_equal(parse_size(bad[i], &v), -EINVAL);
+        assert_true(v == 99); /* untouched on failure */
+    }
+    uint64_t v = 7;
+    assert_int_equal(parse_size("18446744073709551616", &v), -ERANGE);
+    assert_int_equal(parse_size("16384P", &v), -ERANGE);
+    assert_int_equal(parse_size(NULL, &v), -EINVAL);
+    assert_true(v == 7);
+
+    struct config *c = NULL;
+    struct errmsg e = {""};
+    const char *text = "[pull]\nmax = 64G\nbad = lots\nhuge = 99999999P\n";
+    assert_int_equal(config_load_string("t.conf", text, strlen(text), &c, &e), 0);
+    assert_int_equal(config_get_size(c, "pull", "max", 5, &v, &e), 1);
+    assert_true(v == 64ull << 30);
+    assert_int_equal(config_get_size(c, "pull", "absent", 5, &v, &e), 0);
+    assert_true(v == 5);
+    assert_int_equal(config_get_size(c, "pull", "bad", 5, &v, &e), -EINVAL);
+    assert_non_null(strstr(e.text, "t.conf:3: [pull] bad: 'lots' is not a size"));
+    assert_int_equal(config_get_size(c, "pull", "huge", 5, &v, &e), -ERANGE);
+    assert_non_null(strstr(e.text, "too large"));
+    config_free(c);
+}
+
 static void test_parse_listen_address(void **state)
 {
     char host[64];
@@ -337,6 +391,7 @@ int main(void)
         cmocka_unit_test(test_get_bool),
         cmocka_unit_test(test_get_duration),
         cmocka_unit_test(test_parse_duration),
+        cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_parse_listen_address),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

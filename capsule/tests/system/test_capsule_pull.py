@@ -334,18 +334,46 @@ def test_interrupted_pull_resumes(images, registry, home):
 def test_full_cache_says_what_to_do(images, registry, home):
     if os.geteuid() != 0:
         pytest.skip("needs root to mount a small tmpfs as the cache")
-    cu.build_big_image(images, 3 * 1024 * 1024)
+    digest = cu.build_big_image(images, 3 * 1024 * 1024)
     registry.push_raw(images, "big", "big:1")
+    # 4 MiB of zeros compress to a few KiB: the declared size fits, the unpacked layer does not.
+    images.umoci("new", "--image", f"{images.path}:zeros")
+    images.add_layer("zeros", [("zeros.bin", "file", bytes(4 * 1024 * 1024), 0o644)], "gzip")
+    registry.push_raw(images, "zeros", "zeros:1")
     cache_parent = home.root / "cache"
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(cache_parent)],
                    check=True)
     try:
+        # The declared sizes do not fit: refused before a byte of the layer is fetched.
         r = pull(home, "-q", f"{registry.host}/big:1")
-        assert_fails(r, "No space left on device", "make room in the cache", str(home.cache),
-                     "capsule gc")
+        assert_fails(r, "No space left on device", "the layers to fetch declare 3.15 MB",
+                     "make room in the cache", str(home.cache), "capsule gc")
+        assert registry.blob_gets(digest) == 0
+        # They fit, the unpack does not: the same advice, and nothing half-made.
+        r = pull(home, "-q", f"{registry.host}/zeros:1")
+        assert_fails(r, "No space left on device", "make room in the cache", str(home.cache))
         assert home.images_json() == []
+        assert not list((home.cache / "layers" / "sha256").iterdir())
     finally:
         subprocess.run(["umount", str(cache_parent)], check=True)
+
+
+def test_max_layer_size(images, registry, home):
+    """A layer that declares more than max_layer_size is refused before it is fetched: a
+    registry cannot make capsule write more than the limit (a download never grows past the
+    size its manifest declares)."""
+    images.push("multi", registry.host, "multi:1")
+    layers = registry.image("multi", "1")[2]
+    home.write_config(max_layer_size="1K")
+    r = pull(home, "-q", f"{registry.host}/multi:1")
+    assert_fails(r, "declares", "more than max_layer_size (1.00 KiB)")
+    assert [registry.blob_gets(d) for d in layers] == [0] * len(layers)
+    assert home.images_json() == []
+    home.write_config(max_layer_size="lots")
+    r = pull(home, "-q", f"{registry.host}/multi:1")
+    assert r.returncode != 0 and "max_layer_size: 'lots' is not a size" in r.stderr, r.stderr
+    home.write_config(max_layer_size="64G")
+    assert_ok(pull(home, "-q", f"{registry.host}/multi:1"))
 
 
 def test_registry_down(home):
