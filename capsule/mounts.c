@@ -523,14 +523,66 @@ static int setup_link(struct setup *s, const struct link_entry *l, struct errmsg
     return 0;
 }
 
-static int setup_spec(struct setup *s, const struct run_spec *spec, struct errmsg *e)
+int mounts_host_root_prepare(const struct run_spec *spec, struct mounts_host_root *ret,
+                             struct errmsg *e)
+{
+    *ret = (struct mounts_host_root){0};
+    struct stat root, st;
+    if (stat("/", &root) < 0)
+        return errmsg_set(e, negative_errno(), "stat /: %m");
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        const struct mount_entry *m = &spec->mounts[i];
+        if (!m->source || stat(m->source, &st) < 0 || st.st_dev != root.st_dev ||
+            st.st_ino != root.st_ino)
+            continue;
+        if (!ret->trees) {
+            if (!(ret->trees = malloc(spec->n_mounts * sizeof(int))))
+                return errmsg_set(e, -ENOMEM, "out of memory");
+            ret->n = spec->n_mounts;
+            for (size_t k = 0; k < ret->n; k++)
+                ret->trees[k] = -1;
+        }
+        unsigned rec = m->flags & MOUNT_REC ? AT_RECURSIVE : 0;
+        ret->trees[i] = open_tree(AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | rec);
+        if (ret->trees[i] < 0)
+            return errmsg_set(e, negative_errno(), "mount '%s': clone the host's root: %m",
+                              m->source);
+    }
+    return 0;
+}
+
+/* Attaches a clone of the host's root (mounts_host_root_prepare) on target, read-only if asked. */
+static int bind_host_root(struct setup *s, int tree, const struct mount_entry *m, struct errmsg *e)
+{
+    _cleanup_close_ int t = mounts_make_in_root(s->root_fd, &s->own, m->target, true, true);
+    if (t < 0)
+        return errmsg_set(e, t, "mount '%s' on '%s': mount point: %s", m->source, m->target,
+                          make_strerror(t));
+    int r = check_spec_target(s, t, m->source, m->target, e);
+    if (r < 0)
+        return r;
+    unsigned rec = m->flags & MOUNT_REC ? AT_RECURSIVE : 0;
+    struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+    if ((m->flags & MOUNT_RO) &&
+        mount_setattr(tree, "", AT_EMPTY_PATH | rec, &attr, sizeof(attr)) < 0)
+        return errmsg_set(e, negative_errno(), "mount '%s' on '%s' read-only: %m", m->source,
+                          m->target);
+    if (move_mount(tree, "", t, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        return errmsg_set(e, negative_errno(), "mount '%s' on '%s': %m", m->source, m->target);
+    return 0;
+}
+
+static int setup_spec(struct setup *s, const struct run_spec *spec,
+                      const struct mounts_host_root *host, struct errmsg *e)
 {
     for (size_t i = 0; i < spec->n_mounts; i++) {
         const struct mount_entry *m = &spec->mounts[i];
         if (!m->source || !m->target || m->target[0] != '/')
             return errmsg_set(e, -EINVAL, "mount '%s': the target must be an absolute path",
                               m->source ? m->source : "(no source)");
-        int r = bind_at(s, m->source, m->target, m->flags | BIND_SPEC, e);
+        int tree = host && i < host->n ? host->trees[i] : -1;
+        int r = tree >= 0 ? bind_host_root(s, tree, m, e)
+                          : bind_at(s, m->source, m->target, m->flags | BIND_SPEC, e);
         if (r < 0)
             return r;
     }
@@ -542,7 +594,8 @@ static int setup_spec(struct setup *s, const struct run_spec *spec, struct errms
     return 0;
 }
 
-int mounts_setup(int root_fd, const struct mounts_plan *p, struct errmsg *e)
+int mounts_setup(int root_fd, const struct mounts_plan *p, const struct mounts_host_root *host,
+                 struct errmsg *e)
 {
     const struct run_spec *spec = p->spec;
     struct setup s = {.root_fd = root_fd};
@@ -561,7 +614,7 @@ int mounts_setup(int root_fd, const struct mounts_plan *p, struct errmsg *e)
     if (p->host_home &&
         (r = bind_at(&s, p->host_home, p->host_home, MOUNT_REC | MOUNT_OPTIONAL, e)) < 0)
         return r;
-    if ((r = setup_spec(&s, spec, e)) < 0)
+    if ((r = setup_spec(&s, spec, host, e)) < 0)
         return r;
     if (spec->cwd && strcmp(spec->cwd, "/") != 0) {
         /* Docker creates a missing WorkingDir; a failure shows later as a chdir error. */

@@ -71,6 +71,21 @@ struct mounts_plan {
     const char *host_home; /* bound at the same path unless NULL */
 };
 
+/* The host's root for spec mounts whose source is it (--mount /:/host, or a path that leads
+ * there): once the container's staging tmpfs is stacked on "/" (rootfs.c), a recursive bind of
+ * "/" would carry that tmpfs along on top and show it instead. So the host's mount tree is
+ * cloned before: trees[i] is a detached clone for spec mount i (taken by mounts_setup), or -1
+ * for a mount of another source. */
+struct mounts_host_root {
+    int *trees;
+    size_t n;
+};
+/* Before the root is assembled: finds the spec mounts whose source is the host's root and
+ * clones its tree for each. 0 or -errno with a message. */
+int mounts_host_root_prepare(const struct run_spec *spec, struct mounts_host_root *ret,
+                             struct errmsg *e);
+
 /* Sets up everything below the root (see runtime.h for the list and order) and creates the
  * working directory when missing. 0 or -errno with a message naming the mount. */
-int mounts_setup(int root_fd, const struct mounts_plan *p, struct errmsg *e);
+int mounts_setup(int root_fd, const struct mounts_plan *p, const struct mounts_host_root *host,
+                 struct errmsg *e);

@@ -303,11 +303,14 @@ static _Noreturn void child_main(const struct run_ctx *c, int alive_fd, int repo
     if (poll(&p, 1, 0) > 0)
         _exit(125);
     close(alive_fd);
+    struct mounts_host_root host = {0};
     int r = write_id_maps(id->uid, c->host_uid, id->gid, c->host_gid, &e);
     if (r >= 0 && s->hostname && sethostname(s->hostname, strlen(s->hostname)) < 0)
         r = errmsg_set(&e, negative_errno(), "set the hostname '%s': %m", s->hostname);
+    if (r >= 0)
+        r = mounts_host_root_prepare(s, &host, &e);
     if (r >= 0 && (r = rootfs_assemble(s, c->copy_dir, &root_fd, &refused, &e)) >= 0) {
-        r = mounts_setup(root_fd, &c->plan, &e);
+        r = mounts_setup(root_fd, &c->plan, &host, &e);
         /* Layers of another user (a cache shared by a node) show unmapped owners: the overlay
          * cannot create mount points or generated files in their directories, a copy can. */
         refused = !c->copy_dir && (r == -EACCES || r == -EOVERFLOW);

@@ -145,6 +145,29 @@ def test_mounts_and_home(env, workdir):
     assert r.returncode == 125 and "the source is a file, the target a directory" in r.stderr
 
 
+def test_mount_the_host_root(env, workdir):
+    """--mount /:/host shows the host's root with its mounts, in every spelling (a path that
+    leads there, a symbolic link to it), read-only when asked: never capsule's own staging
+    tmpfs, which is stacked on / while the container is built."""
+    home, name, _ = env
+    link = workdir / "to-root"
+    link.symlink_to("/")
+    marker = workdir / "marker"
+    marker.write_text("host\n")
+    want = sorted(os.listdir("/"))
+    for source in ("/", "/usr/..", str(link)):
+        r = ok(home.capsule("run", "--no-home", "--mount", f"{source}:/host:ro", name, "-c",
+                            f"ls -a /host; cat /host{marker}; echo x > /host{marker} || echo ro"))
+        lines = r.stdout.splitlines()
+        assert [n for n in lines[:-2] if n not in (".", "..")] == want, (source, r.stdout)
+        assert lines[-2:] == ["host", "ro"], (source, r.stdout)
+    # Read-write, it is the host's file that changes; the mounts below / come along (/proc here).
+    r = ok(home.capsule("run", "--no-home", "--mount", "/:/host", name, "-c",
+                        f"echo changed > /host{marker}; test -r /host/proc/self/status && echo proc"))
+    assert r.stdout == "proc\n"
+    assert marker.read_text() == "changed\n"
+
+
 def test_ordinary_user_identity(env, workdir, capsule_users):
     home, name, reg = env
     uid, gid = capsule_users.user("runner")
