@@ -6,6 +6,7 @@
  * struct mounts_own), so that no image symlink can lead a write into them either. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,11 +252,56 @@ int mounts_bind(const char *source, int target_fd, bool recursive, bool ro)
                                                                                : 0;
 }
 
-/* What mounts_setup() works with: the root, and the mounts that are the container's own. */
+/* What mounts_setup() works with: the root, the mounts that are the container's own, and the
+ * standard mounts made so far with the mount each path showed then. */
 struct setup {
     int root_fd;
     struct mounts_own own;
+    struct standard_mount {
+        const char *path;
+        struct mounts_key key;
+    } standard[8];
+    size_t n_standard;
 };
+
+/* Notes which mount path shows now that a standard mount was made there (see check_standard). */
+static int remember(struct setup *s, const char *path, struct errmsg *e)
+{
+    if (s->n_standard == ELEMENTSOF(s->standard))
+        return errmsg_set(e, -E2BIG, "too many standard mounts");
+    _cleanup_close_ int fd = mounts_open_in_root(s->root_fd, path, O_PATH, 0);
+    struct standard_mount *m = &s->standard[s->n_standard];
+    int r = fd < 0 ? fd : mount_key(fd, &m->key);
+    if (r < 0)
+        return errmsg_set(e, r, "mount on '%s': %s", path, strerror(-r));
+    m->path = path;
+    s->n_standard++;
+    return 0;
+}
+
+/* Every standard mount must still be what its path shows once all mounts are made. An image's
+ * symbolic link (/tmp -> /home/alice/x) can lead one to a place that a later mount (the home
+ * directory, a --mount) covers: the container's /tmp would then be the user's real directory. */
+static int check_standard(const struct setup *s, struct errmsg *e)
+{
+    for (size_t i = 0; i < s->n_standard; i++) {
+        const struct standard_mount *m = &s->standard[i];
+        _cleanup_close_ int fd = mounts_open_in_root(s->root_fd, m->path, O_PATH, 0);
+        struct mounts_key now;
+        if (fd >= 0 && mount_key(fd, &now) >= 0 && key_equal(&now, &m->key))
+            continue;
+        char link[PATH_MAX];
+        ssize_t n = readlinkat(s->root_fd, m->path + 1, link, sizeof(link) - 1);
+        link[n > 0 ? n : 0] = '\0';
+        return errmsg_set(e, -ELOOP,
+                          "the image's %s%s%s leads where a later mount (the home directory or a "
+                          "--mount) covers it, so it would be a host directory, not the "
+                          "container's; change the image's link, or run with --no-home or "
+                          "without that mount",
+                          m->path, n > 0 ? " -> " : "", link);
+    }
+    return 0;
+}
 
 /* A spec mount (--mount, config, GPU), as opposed to one of the standard set. */
 #define BIND_SPEC (1u << 8)
@@ -349,6 +395,16 @@ static int bind_at(struct setup *s, const char *source, const char *target, unsi
     if (r < 0)
         return errmsg_set(e, r, "mount '%s' on '%s': %s", source, target, strerror(-r));
     return 0;
+}
+
+/* The host's /etc/hosts or /etc/resolv.conf, read-only, where the image has the file (or where
+ * its link leads); nothing when the host has none. */
+static int bind_host_file(struct setup *s, const char *path, struct errmsg *e)
+{
+    if (access(path, F_OK) < 0)
+        return 0;
+    int r = bind_at(s, path, path, MOUNT_RO, e);
+    return r < 0 ? r : remember(s, path, e);
 }
 
 static int setup_proc(struct setup *s, bool pid_ns, struct errmsg *e)
@@ -602,19 +658,18 @@ int mounts_setup(int root_fd, const struct mounts_plan *p, const struct mounts_h
     int r = own_add(&s.own, root_fd);
     if (r < 0)
         return errmsg_set(e, r, "the container root: %s", strerror(-r));
-    if ((r = setup_proc(&s, spec->pid_ns, e)) < 0 ||
+    if ((r = setup_proc(&s, spec->pid_ns, e)) < 0 || (r = remember(&s, "/proc", e)) < 0 ||
         (r = bind_at(&s, "/sys", "/sys", MOUNT_REC | MOUNT_RO, e)) < 0 ||
-        (r = setup_dev(&s, e)) < 0 ||
+        (r = remember(&s, "/sys", e)) < 0 || (r = setup_dev(&s, e)) < 0 ||
+        (r = remember(&s, "/dev", e)) < 0 ||
         (r = mount_fs(&s, "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", true, e)) < 0 ||
-        (r = bind_at(&s, "/etc/hosts", "/etc/hosts", MOUNT_RO | MOUNT_OPTIONAL, e)) < 0 ||
-        (r = bind_at(&s, "/etc/resolv.conf", "/etc/resolv.conf", MOUNT_RO | MOUNT_OPTIONAL, e)) <
-            0 ||
-        (r = setup_users(&s, &p->id, e)) < 0)
+        (r = remember(&s, "/tmp", e)) < 0 || (r = bind_host_file(&s, "/etc/hosts", e)) < 0 ||
+        (r = bind_host_file(&s, "/etc/resolv.conf", e)) < 0 || (r = setup_users(&s, &p->id, e)) < 0)
         return r;
     if (p->host_home &&
         (r = bind_at(&s, p->host_home, p->host_home, MOUNT_REC | MOUNT_OPTIONAL, e)) < 0)
         return r;
-    if ((r = setup_spec(&s, spec, host, e)) < 0)
+    if ((r = setup_spec(&s, spec, host, e)) < 0 || (r = check_standard(&s, e)) < 0)
         return r;
     if (spec->cwd && strcmp(spec->cwd, "/") != 0) {
         /* Docker creates a missing WorkingDir; a failure shows later as a chdir error. */

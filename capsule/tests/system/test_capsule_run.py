@@ -168,6 +168,34 @@ def test_mount_the_host_root(env, workdir):
     assert marker.read_text() == "changed\n"
 
 
+def test_standard_mounts_through_image_links(images, registry, home, workdir):
+    """An image's symbolic links decide where /tmp, /etc/hosts and the others land, inside the
+    root, as in Docker; one that leads under a later mount (here a --mount) would make that host
+    directory the container's /tmp: refused, saying which link, and nothing written there."""
+    tag = f"links-{os.getpid()}"
+    images.copy_tag("base", tag)
+    images.add_layer(tag, [("tmp", "symlink", "/data/x", 0o777),
+                           ("etc", "dir", None, 0o755),
+                           ("etc/hosts", "symlink", "/opt/hosts", 0o777)], "gzip")
+    images.push(tag, registry.host, f"{tag}:1")
+    name = f"{registry.host}/{tag}:1"
+    ok(home.capsule("pull", "-q", name))
+    data = workdir / "data"
+    data.mkdir()
+    r = home.capsule("run", "--no-home", "--mount", f"{data}:/data", name, "/bin/sh", "-c",
+                     "echo leaked > /tmp/f")
+    assert r.returncode == 125, (r.returncode, r.stdout, r.stderr)
+    assert "the image's /tmp -> /data/x leads where a later mount" in r.stderr, r.stderr
+    assert list(data.iterdir()) == []
+    # Without that mount the link's target is the container's own: /tmp is its tmpfs there,
+    # and /etc/hosts (-> /opt/hosts) is the host's file, read-only.
+    r = ok(home.capsule("run", "--no-home", name, "/bin/sh", "-c",
+                        "echo t > /tmp/f && cat /tmp/f; cat /etc/hosts; "
+                        "echo x >> /etc/hosts || echo hosts-ro"))
+    with open("/etc/hosts") as f:
+        assert r.stdout == "t\n" + f.read() + "hosts-ro\n", r.stdout
+
+
 def test_ordinary_user_identity(env, workdir, capsule_users):
     home, name, reg = env
     uid, gid = capsule_users.user("runner")
