@@ -384,6 +384,8 @@ int registry_get_manifest(struct registry *r, const char *reference, struct regi
         .accept = MANIFEST_ACCEPT,
         .timeout_ms = REG_SMALL_TIMEOUT_MS,
         .max_body = CAPSULE_MANIFEST_MAX,
+        /* Registries behind a CDN answer manifests with 307 as well as blobs. */
+        .follow_redirects = true,
     };
     struct http_response resp = {0};
     int k = registry_fetch(r, &q, &resp, e);

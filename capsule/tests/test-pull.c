@@ -52,12 +52,13 @@ struct fake {
     enum fake_auth auth;
     const char *user, *password;
     int expires_in;
-    unsigned fail_next; /* answer 503 to this many blob and manifest requests */
-    bool retry_after;   /* with "Retry-After: 0" */
-    bool ignore_range;  /* answer 200 with the whole blob */
-    size_t chunk;       /* at most this many bytes per blob response, then "drop" */
-    bool redirect;      /* blobs: 307 to the storage server */
-    bool corrupt;       /* flip a byte of every blob served */
+    unsigned fail_next;      /* answer 503 to this many blob and manifest requests */
+    bool retry_after;        /* with "Retry-After: 0" */
+    bool ignore_range;       /* answer 200 with the whole blob */
+    size_t chunk;            /* at most this many bytes per blob response, then "drop" */
+    bool redirect;           /* blobs: 307 to the storage server */
+    bool redirect_manifests; /* manifests too (a registry behind a CDN) */
+    bool corrupt;            /* flip a byte of every blob served */
     /* what happened */
     unsigned token_requests, blob_requests, manifest_requests, storage_requests;
     unsigned token_serial;
@@ -180,6 +181,13 @@ static void serve_token(struct fake *f, const struct http_request *req, struct h
 static void serve_manifest(struct fake *f, const char *ref, struct http_reply *reply)
 {
     const struct fake_object *o = find(f->manifests, f->n_manifests, ref);
+    if (o && f->redirect_manifests) {
+        char loc[256];
+        snprintf(loc, sizeof(loc), "http://127.0.0.1:%u/storage-manifest/%s", f->storage_port, ref);
+        reply_text(reply, 307, "text/plain", "");
+        http_reply_header(reply, "Location", loc);
+        return;
+    }
     if (!o) {
         reply_text(reply, 404, "application/json",
                    "{\"errors\":[{\"code\":\"MANIFEST_UNKNOWN\",\"message\":\"manifest "
@@ -297,11 +305,16 @@ static void storage_handler(const struct http_request *req, struct http_reply *r
     pthread_mutex_lock(&f->lock);
     f->storage_requests++;
     copy_header(req, "Authorization", f->storage_auth_seen, sizeof(f->storage_auth_seen));
+    const char *m = "/storage-manifest/";
     const struct fake_object *o =
         strncmp(req->path, "/storage/", 9) == 0 ? find(f->blobs, f->n_blobs, req->path + 9) : NULL;
     if (o)
         serve_blob_bytes(f, o, http_request_header(req, "Range"), reply);
-    else
+    else if (strncmp(req->path, m, strlen(m)) == 0) {
+        f->redirect_manifests = false;
+        serve_manifest(f, req->path + strlen(m), reply);
+        f->redirect_manifests = true;
+    } else
         reply_text(reply, 404, "text/plain", "no such object");
     pthread_mutex_unlock(&f->lock);
 }
@@ -465,6 +478,30 @@ static void test_manifest_by_tag_and_digest(void **state)
 
     assert_int_equal(registry_get_manifest(r, "nope", &m, &e), -ENOENT);
     assert_non_null(strstr(e.text, REPO ":nope: manifest unknown"));
+}
+
+/* A manifest behind a 307 (a registry fronted by a CDN) is followed like a blob, by tag and by
+ * digest, and the registry's credentials stay with the registry. */
+static void test_manifest_redirect(void **state)
+{
+    struct tctx *t = *state;
+    char d[DIGEST_STRING_MAX];
+    fake_manifest(t->f, "v1", MANIFEST_JSON, MEDIA_OCI_MANIFEST, d);
+    t->f->redirect_manifests = true;
+    t->f->auth = AUTH_BEARER;
+    _cleanup_(registry_freep) struct registry *r = open_reg(t);
+    struct registry_manifest m = {0};
+    struct errmsg e = {{0}};
+    assert_int_equal(registry_get_manifest(r, "v1", &m, &e), 0);
+    assert_memory_equal(m.data, MANIFEST_JSON, m.len);
+    assert_string_equal(m.digest, d);
+    assert_string_equal(m.content_type, MEDIA_OCI_MANIFEST);
+    registry_manifest_done(&m);
+    assert_int_equal(registry_get_manifest(r, d, &m, &e), 0);
+    registry_manifest_done(&m);
+    assert_int_equal(t->f->storage_requests, 2);
+    assert_true(strncmp(t->f->registry_auth_seen, "Bearer tok-", 11) == 0);
+    assert_string_equal(t->f->storage_auth_seen, "");
 }
 
 static void test_bearer_token_cached_and_expiring(void **state)
@@ -979,6 +1016,7 @@ int main(void)
         T(test_blob_digest_mismatch),
         T(test_transient_errors_retried),
         T(test_redirect_keeps_credentials_home),
+        T(test_manifest_redirect),
         T(test_plain_http_needs_config),
         T(test_registry_down),
         T(test_cancel),
