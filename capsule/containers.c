@@ -167,6 +167,15 @@ static int mkdir_p(const char *path, mode_t mode)
     return mkdir(p, mode) < 0 && errno != EEXIST ? -errno : 0;
 }
 
+int containers_dir_ensure(const char *data_dir, struct errmsg *e)
+{
+    _cleanup_free_ char *dir = NULL;
+    if (asprintf(&dir, "%s/containers", data_dir) < 0)
+        return errmsg_set(e, -ENOMEM, "out of memory");
+    int r = mkdir_p(dir, 0700);
+    return r < 0 ? errmsg_set(e, r, "cannot create %s: %s", dir, strerror(-r)) : 0;
+}
+
 /* Writes the new container's files into dir (a fresh .new-* directory); with ret_lock_fd, also
  * its lock file, locked, so the container is never visible unlocked to a sweep. */
 static int write_new_dir(const char *dir, const struct container *c, int *ret_lock_fd,

@@ -44,6 +44,11 @@ void container_done(struct container *c);
 /* 0 if name is a valid container name, else -EINVAL with a message quoting it. */
 int container_name_check(const char *name, struct errmsg *e);
 
+/* Creates DATA and DATA/containers (0700) when missing: before any container has been named, a
+ * container could otherwise plant one there for a later `capsule start`. 0 or -errno with a
+ * message. */
+int containers_dir_ensure(const char *data_dir, struct errmsg *e);
+
 /* DATA/containers/NAME, malloc'd. */
 char *container_dir(const char *data_dir, const char *name);
 

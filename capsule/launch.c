@@ -2,12 +2,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "capsule-limits.h"
 #include "gpu-inject.h"
+#include "macro.h"
 #include "manifest.h"
 #include "runtime.h"
 #include "spec.h"
@@ -23,6 +25,7 @@ struct launch_state {
     struct spec_result spec;
     struct mount_entry *mounts;
     size_t n_mounts;
+    char **protect; /* canonical cache and data directories, for run_spec.protect */
 };
 
 static void launch_state_done(struct launch_state *s)
@@ -37,6 +40,26 @@ static void launch_state_done(struct launch_state *s)
     for (size_t i = 0; i < s->n_mounts; i++)
         mount_entry_done(&s->mounts[i]);
     free(s->mounts);
+    strv_free(s->protect);
+}
+
+/* What no container may change: the image cache (every container's layers and the records
+ * naming them) and the named containers' directory (their settings and writable layers). */
+static int collect_protected(struct store *st, const struct launch_request *req,
+                             struct launch_state *s, struct errmsg *e)
+{
+    const char *dirs[] = {store_root(st), req->config->data_dir};
+    if (!(s->protect = strv_new()))
+        return errmsg_set(e, -ENOMEM, "out of memory");
+    int r = req->config->data_dir ? containers_dir_ensure(req->config->data_dir, e) : 0;
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+        char real[PATH_MAX];
+        if (dirs[i] && realpath(dirs[i], real) && strv_push(&s->protect, real) < 0)
+            return errmsg_set(e, -ENOMEM, "out of memory");
+    }
+    return 0;
 }
 
 /* Locks each layer shared and collects its directory. A layer missing from the cache (removed
@@ -203,6 +226,7 @@ static int run(struct store *st, struct launch_state *s, const struct launch_req
         .run_ldconfig = s->gpu.n_gpus > 0,
         .ld_library_dir = s->gpu.lib_dir,
         .scratch_dir = scratch,
+        .protect = s->protect,
         .on_started = req->on_started,
         .userdata = req->userdata,
     };
@@ -220,7 +244,7 @@ int launch_container(struct store *st, const struct launch_request *req, int *re
     if ((r = hold_layers(st, req->c, &s, e)) < 0 ||
         (r = read_image_config(st, req->c, &s.img, e)) < 0 || (r = plan_gpus(&s, req, e)) < 0 ||
         (r = build_spec(&s, req, e)) < 0 || (r = collect_mounts(&s, req, e)) < 0 ||
-        (r = run(st, &s, req, ret_exit, e)) < 0)
+        (r = collect_protected(st, req, &s, e)) < 0 || (r = run(st, &s, req, ret_exit, e)) < 0)
         *ret_exit = launch_exit_code(r, e);
     launch_state_done(&s);
     return r;

@@ -262,7 +262,24 @@ struct setup {
         struct mounts_key key;
     } standard[8];
     size_t n_standard;
+    /* Binds of host directories (home, spec mounts), for mounts_protect. */
+    struct mounts_bind_record *binds;
+    size_t n_binds, cap_binds;
 };
+
+static int record_bind(struct setup *s, dev_t dev, ino_t ino, const char *target)
+{
+    if (s->n_binds == s->cap_binds) {
+        size_t cap = s->cap_binds ? 2 * s->cap_binds : 16;
+        struct mounts_bind_record *v = realloc(s->binds, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        s->binds = v;
+        s->cap_binds = cap;
+    }
+    s->binds[s->n_binds++] = (struct mounts_bind_record){dev, ino, target};
+    return 0;
+}
 
 /* Notes which mount path shows now that a standard mount was made there (see check_standard). */
 static int remember(struct setup *s, const char *path, struct errmsg *e)
@@ -305,6 +322,8 @@ static int check_standard(const struct setup *s, struct errmsg *e)
 
 /* A spec mount (--mount, config, GPU), as opposed to one of the standard set. */
 #define BIND_SPEC (1u << 8)
+/* A host directory that may show capsule's own state (the home directory, spec mounts). */
+#define BIND_RECORD (1u << 9)
 
 /* Mounts a new filesystem (tmpfs, proc, devpts) on path inside the root. own: a tmpfs of the
  * container's, where mount points and generated files may be created later. */
@@ -392,6 +411,8 @@ static int bind_at(struct setup *s, const char *source, const char *target, unsi
         /* The source has mounts below it that the kernel will not reveal one level at a time
          * in a user namespace: take them along. */
         r = mounts_bind(source, t, true, ro);
+    if (r >= 0 && (flags & BIND_RECORD) && S_ISDIR(st.st_mode))
+        r = record_bind(s, st.st_dev, st.st_ino, target);
     if (r < 0)
         return errmsg_set(e, r, "mount '%s' on '%s': %s", source, target, strerror(-r));
     return 0;
@@ -600,6 +621,8 @@ int mounts_host_root_prepare(const struct run_spec *spec, struct mounts_host_roo
         }
         unsigned rec = m->flags & MOUNT_REC ? AT_RECURSIVE : 0;
         ret->trees[i] = open_tree(AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | rec);
+        ret->root_dev = root.st_dev;
+        ret->root_ino = root.st_ino;
         if (ret->trees[i] < 0)
             return errmsg_set(e, negative_errno(), "mount '%s': clone the host's root: %m",
                               m->source);
@@ -638,7 +661,10 @@ static int setup_spec(struct setup *s, const struct run_spec *spec,
                               m->source ? m->source : "(no source)");
         int tree = host && i < host->n ? host->trees[i] : -1;
         int r = tree >= 0 ? bind_host_root(s, tree, m, e)
-                          : bind_at(s, m->source, m->target, m->flags | BIND_SPEC, e);
+                          : bind_at(s, m->source, m->target, m->flags | BIND_SPEC | BIND_RECORD, e);
+        if (r >= 0 && tree >= 0 &&
+            (r = record_bind(s, host->root_dev, host->root_ino, m->target)) < 0)
+            return errmsg_set(e, r, "out of memory");
         if (r < 0)
             return r;
     }
@@ -665,17 +691,25 @@ int mounts_setup(int root_fd, const struct mounts_plan *p, const struct mounts_h
         (r = mount_fs(&s, "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", true, e)) < 0 ||
         (r = remember(&s, "/tmp", e)) < 0 || (r = bind_host_file(&s, "/etc/hosts", e)) < 0 ||
         (r = bind_host_file(&s, "/etc/resolv.conf", e)) < 0 || (r = setup_users(&s, &p->id, e)) < 0)
-        return r;
-    if (p->host_home &&
-        (r = bind_at(&s, p->host_home, p->host_home, MOUNT_REC | MOUNT_OPTIONAL, e)) < 0)
-        return r;
+        goto out;
+    if (p->host_home && (r = bind_at(&s, p->host_home, p->host_home,
+                                     MOUNT_REC | MOUNT_OPTIONAL | BIND_RECORD, e)) < 0)
+        goto out;
     if ((r = setup_spec(&s, spec, host, e)) < 0 || (r = check_standard(&s, e)) < 0)
-        return r;
+        goto out;
+    int protected = mounts_protect(root_fd, spec->protect, s.binds, s.n_binds, e);
+    if (protected < 0) {
+        r = protected;
+        goto out;
+    }
     if (spec->cwd && strcmp(spec->cwd, "/") != 0) {
         /* Docker creates a missing WorkingDir; a failure shows later as a chdir error. */
         int fd = mounts_make_in_root(root_fd, &s.own, spec->cwd, true, true);
         if (fd >= 0)
             close(fd);
     }
-    return 0;
+    r = protected;
+out:
+    free(s.binds);
+    return r;
 }

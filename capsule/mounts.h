@@ -79,13 +79,32 @@ struct mounts_plan {
 struct mounts_host_root {
     int *trees;
     size_t n;
+    dev_t root_dev; /* the host root's, for mounts_protect */
+    ino_t root_ino;
 };
 /* Before the root is assembled: finds the spec mounts whose source is the host's root and
  * clones its tree for each. 0 or -errno with a message. */
 int mounts_host_root_prepare(const struct run_spec *spec, struct mounts_host_root *ret,
                              struct errmsg *e);
 
-/* Sets up everything below the root (see runtime.h for the list and order) and creates the
- * working directory when missing. 0 or -errno with a message naming the mount. */
+/* A bind of a host directory made for the container: its source (dev, ino) and where it is. */
+struct mounts_bind_record {
+    dev_t dev;
+    ino_t ino;
+    const char *target;
+};
+
+/* Binds each of paths (host directories, canonical: capsule's cache and data directories)
+ * read-only, recursively, over every place inside the root where one of binds shows it, so
+ * that a container cannot change the images that other containers run. A path that does not
+ * exist, or that no bind shows, is left alone. Returns how many binds it made, or -errno with
+ * a message. See mounts-protect.c for how the nested user namespace then locks them. */
+int mounts_protect(int root_fd, char *const *paths, const struct mounts_bind_record *binds,
+                   size_t n_binds, struct errmsg *e);
+
+/* Sets up everything below the root (see runtime.h for the list and order), keeps spec->protect
+ * read-only (mounts_protect) and creates the working directory when missing. Returns how many
+ * protecting binds it made (the caller then locks them, see runtime.c), or -errno with a message
+ * naming the mount. */
 int mounts_setup(int root_fd, const struct mounts_plan *p, const struct mounts_host_root *host,
                  struct errmsg *e);

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -282,6 +284,17 @@ static int supervise(pid_t pid, int report_fd, const struct run_spec *spec, int 
     return 0;
 }
 
+/* Moves this process into a user and mount namespace nested in the container's, with the same
+ * ids: the mounts it had become locked (a copy into a less privileged mount namespace), so a
+ * root of the container can no longer unmount or remount what keeps capsule's cache read-only
+ * (mounts-protect.c). The command, its init and `capsule exec` all live in the nested one. */
+static int lock_mounts(const struct mounts_identity *id, struct errmsg *e)
+{
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+        return userns_error(negative_errno(), "lock the container's mounts", e);
+    return write_id_maps(id->uid, id->uid, id->gid, id->gid, e);
+}
+
 static _Noreturn void child_fail(int report_fd, int r, unsigned flags, const struct errmsg *e)
 {
     init_report(report_fd, r, flags, e->text);
@@ -314,8 +327,11 @@ static _Noreturn void child_main(const struct run_ctx *c, int alive_fd, int repo
         /* Layers of another user (a cache shared by a node) show unmapped owners: the overlay
          * cannot create mount points or generated files in their directories, a copy can. */
         refused = !c->copy_dir && (r == -EACCES || r == -EOVERFLOW);
+        int protected = r;
         if (r >= 0)
             r = rootfs_pivot(root_fd, &e);
+        if (r >= 0 && protected > 0)
+            r = lock_mounts(id, &e);
     }
     if (r < 0)
         child_fail(report_fd, r, refused ? INIT_REPORT_OVERLAY_REFUSED : 0, &e);
@@ -476,12 +492,15 @@ int runtime_run(const struct run_spec *spec, int *ret_exit, struct errmsg *e)
 
 struct exec_target {
     int user, mnt, pid, root;
+    /* The user namespace that owns the pid namespace, when it is not `user`: the container's
+     * own, around the nested one that lock_mounts() made. -1 otherwise. */
+    int pid_owner;
     bool own_pid_ns;
 };
 
 static void exec_target_done(struct exec_target *t)
 {
-    int *fds[] = {&t->user, &t->mnt, &t->pid, &t->root};
+    int *fds[] = {&t->user, &t->mnt, &t->pid, &t->root, &t->pid_owner};
     for (size_t i = 0; i < ELEMENTSOF(fds); i++)
         closep(fds[i]);
 }
@@ -505,6 +524,17 @@ static int open_target(pid_t pid, struct exec_target *t, struct errmsg *e)
     if (fstat(t->pid, &theirs) < 0 || stat("/proc/self/ns/pid", &ours) < 0)
         return errmsg_set(e, negative_errno(), "compare pid namespaces: %m");
     t->own_pid_ns = theirs.st_ino != ours.st_ino || theirs.st_dev != ours.st_dev;
+    if (!t->own_pid_ns)
+        return 0;
+    /* Joining a pid namespace takes CAP_SYS_ADMIN in the user namespace that owns it: join that
+     * one first when the container's processes live in one nested below it. */
+    _cleanup_close_ int owner = ioctl(t->pid, NS_GET_USERNS);
+    struct stat o, u;
+    if (owner < 0 || fstat(owner, &o) < 0 || fstat(t->user, &u) < 0)
+        return errmsg_set(e, negative_errno(),
+                          "find the owner of the container's pid namespace: %m");
+    if (o.st_ino != u.st_ino || o.st_dev != u.st_dev)
+        t->pid_owner = TAKE_FD(owner);
     return 0;
 }
 
@@ -512,8 +542,12 @@ static _Noreturn void exec_child(const struct exec_target *t, const struct init_
 {
     struct errmsg e = {{0}};
     int r = 0;
-    if (setns(t->user, CLONE_NEWUSER) < 0 || setns(t->mnt, CLONE_NEWNS) < 0 ||
-        (t->own_pid_ns && setns(t->pid, CLONE_NEWPID) < 0))
+    /* The pid namespace while this process has the capabilities of its owner, then the user and
+     * mount namespaces the container's processes are in. */
+    if ((t->pid_owner >= 0 && setns(t->pid_owner, CLONE_NEWUSER) < 0) ||
+        (t->pid_owner >= 0 && setns(t->pid, CLONE_NEWPID) < 0) ||
+        setns(t->user, CLONE_NEWUSER) < 0 || setns(t->mnt, CLONE_NEWNS) < 0 ||
+        (t->own_pid_ns && t->pid_owner < 0 && setns(t->pid, CLONE_NEWPID) < 0))
         r = errmsg_set(&e, negative_errno(), "join the container's namespaces: %m");
     else if (fchdir(t->root) < 0 || chroot(".") < 0)
         r = errmsg_set(&e, negative_errno(), "enter the container root: %m");
@@ -537,7 +571,7 @@ int runtime_exec(pid_t pid, char *const *argv, char *const *env, const char *cwd
 {
     if (!argv || !argv[0] || !argv[0][0])
         return errmsg_set(e, -EINVAL, "no command to run");
-    _cleanup_(exec_target_done) struct exec_target t = {-1, -1, -1, -1, false};
+    _cleanup_(exec_target_done) struct exec_target t = {-1, -1, -1, -1, -1, false};
     int r = open_target(pid, &t, e);
     if (r < 0)
         return r;

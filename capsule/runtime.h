@@ -80,6 +80,10 @@ struct run_spec {
 
     const struct mount_entry *mounts;
     size_t n_mounts;
+    /* Host directories that stay read-only wherever a mount shows them inside, even to a root of
+     * the container (capsule's image cache and named containers); canonical paths,
+     * NULL-terminated, may be NULL. */
+    char *const *protect;
     const struct link_entry *links;
     size_t n_links;
     /* Refresh the container's ld cache after the mounts (GPU libraries): runs the image's

@@ -196,6 +196,53 @@ def test_standard_mounts_through_image_links(images, registry, home, workdir):
         assert r.stdout == "t\n" + f.read() + "hosts-ro\n", r.stdout
 
 
+def test_cache_is_read_only_inside(images, registry, workdir):
+    """The image cache and the named containers live in the home directory that every container
+    mounts (~/.cache/capsule, ~/.local/share/capsule): no container may change them, nor a root
+    of the container (--remap-root --writable) undo that, however it reaches them."""
+    home = cu.Home(workdir / "u")
+    env = {"XDG_CACHE_HOME": "", "XDG_DATA_HOME": ""}  # capsule's defaults, below $HOME
+    images.push("multi", registry.host, "multi:1")
+    name = f"{registry.host}/multi:1"
+    ok(home.capsule("pull", "-q", name, env=env))
+    cache = home.home / ".cache" / "capsule"
+    layer = next((cache / "layers" / "sha256").iterdir())
+    before = sorted(str(p) for p in cache.rglob("*"))
+    attempts = (f"touch {layer}/planted; echo x > {cache}/images/planted; "
+                f"mkdir -p {home.home}/.local/share/capsule/x")
+    r = home.capsule("run", name, "-c", attempts + "; echo done", env=env)
+    assert r.returncode == 0 and r.stdout == "done\n", r
+    assert r.stderr.count("Read-only file system") == 3, r.stderr
+    # Root of the container, with a writable root: no unmounting, remounting, or binding the
+    # home directory again without the cache's mount.
+    escape = (f"busybox umount {cache}; busybox umount -l {cache}; "
+              f"busybox mount -o remount,rw {cache}; "
+              f"busybox mkdir -p /x && busybox mount -o bind {home.home} /x; "
+              f"touch {layer}/planted /x/.cache/capsule/planted; echo done")
+    r = home.capsule("run", "--remap-root", "--writable", name, "-c", escape, env=env)
+    assert r.returncode == 0 and r.stdout.endswith("done\n"), r
+    assert "Read-only file system" in r.stderr, r.stderr
+    # Another path to it (the host's root), and capsule exec into a running container.
+    r = home.capsule("run", "--no-home", "--mount", "/:/host", name, "-c",
+                     f"touch /host{layer}/planted; echo done", env=env)
+    assert r.stdout == "done\n" and "Read-only file system" in r.stderr, r
+    ok(home.capsule("run", "-d", "--name", "guarded", "--pid", "--remap-root", name, "-c",
+                    "exec busybox sleep 60", env=env))
+    try:
+        r = home.capsule("exec", "guarded", "sh", "-c",
+                         f"busybox umount {cache}; touch {layer}/planted; echo done", env=env)
+        assert r.stdout == "done\n" and "Read-only file system" in r.stderr, r
+    finally:
+        ok(home.capsule("rm", "-f", "guarded", env=env))
+    assert sorted(str(p) for p in cache.rglob("*")) == before
+    # A writable named container's own layer (in the protected data directory) still works.
+    ok(home.capsule("create", "--name", "keeps", "--writable", name, "-c",
+                    "echo run >> /state; busybox wc -l < /state", env=env))
+    assert ok(home.capsule("start", "keeps", env=env)).stdout.strip() == "1"
+    assert ok(home.capsule("start", "keeps", env=env)).stdout.strip() == "2"
+    ok(home.capsule("rm", "keeps", env=env))
+
+
 def test_ordinary_user_identity(env, workdir, capsule_users):
     home, name, reg = env
     uid, gid = capsule_users.user("runner")
