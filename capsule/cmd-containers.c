@@ -162,7 +162,7 @@ int cmd_exec(int argc, char **argv, struct cli_ctx *ctx)
     /* As for start: capsule's own failures must not look like the command's exit status. */
     if (container_load(ctx->config.data_dir, argv[optind], &ct, &e) < 0)
         return cli_fail("%s", e.text), LAUNCH_EXIT_FAILED;
-    bool running = ct.running;
+    bool running = ct.running, remap_root = ct.remap_root;
     pid_t pid = ct.pid;
     _cleanup_free_ char *cwd = workdir ? strdup(workdir) : container_cwd(ctx, &ct);
     container_done(&ct);
@@ -177,7 +177,7 @@ int cmd_exec(int argc, char **argv, struct cli_ctx *ctx)
         if (strv_env_put(&env, set[i]) < 0)
             return cli_fail("--env '%s': expected K=V", set[i]), LAUNCH_EXIT_FAILED;
     int code = LAUNCH_EXIT_FAILED;
-    int r = runtime_exec(pid, argv + optind + 1, env, cwd, &code, &e);
+    int r = runtime_exec(pid, argv + optind + 1, env, cwd, remap_root, &code, &e);
     if (r < 0) {
         cli_fail("%s", e.text);
         return launch_exit_code(r, &e);

@@ -11,6 +11,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "id-filter.h"
 #include "init.h"
 #include "macro.h"
 #include "rootfs.h"
@@ -183,6 +184,12 @@ _Noreturn void init_exec_command(const struct init_command *c)
     if (c->make_readonly) {
         struct errmsg e = {{0}};
         int r = rootfs_make_readonly(&e);
+        if (r < 0)
+            fail(c, r, 125, "%s", e.text);
+    }
+    if (c->fake_ids) {
+        struct errmsg e = {{0}};
+        int r = id_filter_install(&e);
         if (r < 0)
             fail(c, r, 125, "%s", e.text);
     }

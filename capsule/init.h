@@ -33,6 +33,7 @@ struct init_command {
     bool run_ldconfig;
     const char *ld_library_dir;
     bool make_readonly;
+    bool fake_ids; /* --remap-root: ownership and id changes succeed without effect (id-filter.h) */
 };
 
 /* The signals forwarded to the command, plus SIGCHLD: the set every supervising process blocks

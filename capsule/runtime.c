@@ -345,6 +345,7 @@ static _Noreturn void child_main(const struct run_ctx *c, int alive_fd, int repo
         .run_ldconfig = s->run_ldconfig,
         .ld_library_dir = s->ld_library_dir,
         .make_readonly = !s->writable,
+        .fake_ids = s->remap_root,
     };
     if (s->pid_ns)
         init_run(&cmd);
@@ -566,8 +567,8 @@ static _Noreturn void exec_child(const struct exec_target *t, const struct init_
     init_supervise(pid, false);
 }
 
-int runtime_exec(pid_t pid, char *const *argv, char *const *env, const char *cwd, int *ret_exit,
-                 struct errmsg *e)
+int runtime_exec(pid_t pid, char *const *argv, char *const *env, const char *cwd, bool remap_root,
+                 int *ret_exit, struct errmsg *e)
 {
     if (!argv || !argv[0] || !argv[0][0])
         return errmsg_set(e, -EINVAL, "no command to run");
@@ -581,8 +582,12 @@ int runtime_exec(pid_t pid, char *const *argv, char *const *env, const char *cwd
     _cleanup_close_ int report_r = report[0], report_w = report[1];
     struct sig_state st;
     sig_enter(&st);
-    struct init_command cmd = {
-        .argv = argv, .env = env, .cwd = cwd, .mask = &st.old_mask, .report_fd = report_w};
+    struct init_command cmd = {.argv = argv,
+                               .env = env,
+                               .cwd = cwd,
+                               .mask = &st.old_mask,
+                               .report_fd = report_w,
+                               .fake_ids = remap_root};
     pid_t child = fork();
     if (child == 0) {
         close(report_r);

@@ -4,7 +4,8 @@
  *
  * Identity: the user namespace maps exactly one id, the caller's uid/gid, to itself or to 0
  * (remap_root). Every file of the image belongs to the caller (see unpack.h), so inside it
- * belongs to that id; other ids show as nobody.
+ * belongs to that id; other ids show as nobody. With remap_root, a seccomp filter makes
+ * ownership and id changes succeed without effect (id-filter.h), so package managers work.
  *
  * Root filesystem: an overlay of the layer directories (bottom first in run_spec) with an upper
  * layer on a tmpfs private to this run (or upper_dir/work_dir for a named container), so
@@ -107,9 +108,10 @@ struct run_spec {
 int runtime_run(const struct run_spec *spec, int *ret_exit, struct errmsg *e);
 
 /* Runs argv inside the running container whose init is pid (setns into its user, mount and,
- * if it has one, pid namespace; same root and cwd rules), for capsule exec. Same returns. */
-int runtime_exec(pid_t pid, char *const *argv, char *const *env, const char *cwd, int *ret_exit,
-                 struct errmsg *e);
+ * if it has one, pid namespace; same root and cwd rules), for capsule exec; remap_root as the
+ * container was run (the same seccomp filter, id-filter.h). Same returns. */
+int runtime_exec(pid_t pid, char *const *argv, char *const *env, const char *cwd, bool remap_root,
+                 int *ret_exit, struct errmsg *e);
 
 /* What this kernel allows, for capsule check and for choosing a rootfs mode early. Each returns
  * 0 if it works, else a negative errno with a message saying what to change ("unprivileged

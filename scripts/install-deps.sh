@@ -15,6 +15,7 @@ PACKAGES=(
     # libraries (DESIGN.md, "Dependencies")
     libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libinih-dev
     libsqlite3-dev libarchive-dev libzstd-dev libssl-dev libcmocka-dev libsystemd-dev zlib1g-dev
+    libseccomp-dev
     # fuzzing and the format check
     clang libclang-rt-14-dev clang-format
     # system tests and their real peers (TESTBED.md)

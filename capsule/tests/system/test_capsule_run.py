@@ -243,6 +243,28 @@ def test_cache_is_read_only_inside(images, registry, workdir):
     ok(home.capsule("rm", "keeps", env=env))
 
 
+def test_remap_root_owner_changes_succeed(env):
+    """--remap-root maps one id: giving a file to another user, or a process another id, would
+    fail (dpkg's chown, apt's drop to _apt). As in enroot's root mode a seccomp filter makes those
+    calls succeed without effect; without --remap-root nothing is filtered."""
+    home, name, _ = env
+    probe = ("grep '^Seccomp:' /proc/self/status; touch /etc/owned; "
+             "busybox chown 42:42 /etc/owned && echo chown-ok; busybox chgrp 7 /etc/owned && "
+             "echo chgrp-ok; busybox stat -c '%u:%g' /etc/owned")
+    r = ok(home.capsule("run", "--no-home", "--remap-root", "--writable", name, "-c", probe))
+    assert r.stdout.split("\n") == ["Seccomp:\t2", "chown-ok", "chgrp-ok", "0:0", ""], r.stdout
+    r = home.capsule("run", "--no-home", "--writable", name, "-c", probe)
+    assert r.stdout.startswith("Seccomp:\t0\n") and "chown-ok" not in r.stdout, r.stdout
+    # capsule exec into such a container runs under the same filter.
+    ok(home.capsule("run", "-d", "--name", "rooted", "--no-home", "--remap-root", name, "-c",
+                    "exec busybox sleep 60"))
+    try:
+        r = ok(home.capsule("exec", "rooted", "sh", "-c", "grep ^Seccomp: /proc/self/status"))
+        assert r.stdout == "Seccomp:\t2\n", r.stdout
+    finally:
+        ok(home.capsule("rm", "-f", "rooted"))
+
+
 def test_ordinary_user_identity(env, workdir, capsule_users):
     home, name, reg = env
     uid, gid = capsule_users.user("runner")
