@@ -1,8 +1,10 @@
 /* capsule check: diagnoses this host, one line per check, "ok" or what to fix. */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -47,6 +49,20 @@ static void check_dir(struct check_ctx *c, const char *what, const char *dir)
     line(c, ok, what, text);
 }
 
+/* A cache that others write to (group-writable, or another user's) works, within limits that
+ * its users should know before they meet them. */
+static void check_shared(const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) < 0 || (st.st_uid == geteuid() && !(st.st_mode & S_IWGRP)))
+        return;
+    struct group *g = getgrgid(st.st_gid);
+    printf("%-4s %-22s %s is shared (group %s): images another member pulled run from a copy "
+           "(a slower start), and not at all if they hold files only that member may read; "
+           "every member can change what the others run; gc is for its owner or root\n",
+           "warn", "shared cache", dir, g ? g->gr_name : "?");
+}
+
 static void gpu_line(const struct gpu_check_line *l, void *userdata)
 {
     struct check_ctx *c = userdata;
@@ -87,6 +103,7 @@ int cmd_check(int argc, char **argv, struct cli_ctx *ctx)
     check_probe(&c, "image cache", r, &e, ctx->config.cache_dir);
     if (r >= 0) {
         check_dir(&c, "cache space", store_root(st));
+        check_shared(store_root(st));
         char scratch[4096];
         snprintf(scratch, sizeof(scratch), "%s/tmp", store_root(st));
         e.text[0] = '\0';

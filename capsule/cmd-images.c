@@ -159,24 +159,54 @@ static int image_find(struct store *s, const char *arg, struct image_record *ret
     return store_image_load(s, name, ret, e);
 }
 
+/* rmi -a: every record goes. */
+static int remove_all_images(struct store *s)
+{
+    struct image_record *v = NULL;
+    size_t n = 0;
+    struct errmsg e = {{0}};
+    if (store_image_list(s, &v, &n, &e) < 0)
+        return cli_fail("%s", e.text);
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (store_image_remove(s, v[i].name, &e) < 0)
+            rc = cli_fail("%s", e.text);
+        else
+            printf("Deleted %s\n", v[i].name);
+        image_record_done(&v[i]);
+    }
+    free(v);
+    return rc;
+}
+
 int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx)
 {
-    static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {0}};
+    static const struct option opts[] = {
+        {"all", no_argument, NULL, 'a'}, {"help", no_argument, NULL, 'h'}, {0}};
     const struct cli_command *cmd = cli_command_find("rmi");
+    bool all = false;
     int c;
-    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+ah", opts, NULL)) != -1) {
+        if (c == 'a') {
+            all = true;
+            continue;
+        }
         if (c != 'h')
             return cli_usage(cmd, "unknown option");
-        printf("usage: capsule %s\n\nRemoves images (by name or ID prefix) from the cache; "
-               "their layers are freed by the next `capsule gc`.\n",
+        printf("usage: capsule %s\n\nRemoves images (by name or ID prefix; -a: all of them) "
+               "from the cache; their layers are freed by the next `capsule gc`. To empty the "
+               "cache: capsule rmi -a && capsule gc (layers keep their images' read-only "
+               "directories, which a plain rm -rf cannot empty).\n",
                cmd->usage);
         return 0;
     }
-    if (optind >= argc)
-        return cli_usage(cmd, "no image given");
+    if (all == (optind < argc))
+        return cli_usage(cmd, all ? "-a takes no image names" : "no image given");
     _cleanup_(store_freep) struct store *s = NULL;
     if (cli_open_store(ctx, &s) < 0)
         return 1;
+    if (all)
+        return remove_all_images(s);
     int rc = 0;
     /* Like docker rmi: every name is tried, and any failure makes the exit status 1. */
     for (int i = optind; i < argc; i++) {

@@ -251,7 +251,8 @@ int rootfs_make_readonly(struct errmsg *e)
     return 0;
 }
 
-int rootfs_copy_prepare(const struct run_spec *spec, char **ret_dir, struct errmsg *e)
+int rootfs_copy_prepare(const struct run_spec *spec, const char *why, char **ret_dir,
+                        struct errmsg *e)
 {
     const char *scratch = spec->scratch_dir ? spec->scratch_dir : getenv("TMPDIR");
     if (!scratch || !*scratch)
@@ -269,7 +270,7 @@ int rootfs_copy_prepare(const struct run_spec *spec, char **ret_dir, struct errm
         r = unpack_merge_layer(spec->upper_dir, dir, e);
     if (r < 0) {
         rootfs_remove_tree(dir);
-        return errmsg_prefix(e, r, "copy the image (overlayfs unavailable)");
+        return errmsg_prefix(e, r, "copy the image (%s)", why);
     }
     *ret_dir = TAKE_PTR(dir);
     return 0;

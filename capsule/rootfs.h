@@ -27,8 +27,10 @@ int rootfs_pivot(int root_fd, struct errmsg *e);
 int rootfs_make_readonly(struct errmsg *e);
 
 /* In the parent, for the copy fallback: merges the layers (and upper_dir, when set) into a new
- * directory under scratch_dir ($TMPDIR or /tmp when NULL). Returns 0 and the malloc'd path. */
-int rootfs_copy_prepare(const struct run_spec *spec, char **ret_dir, struct errmsg *e);
+ * directory under scratch_dir ($TMPDIR or /tmp when NULL). why says why a copy is made, for the
+ * error message ("rootfs = copy", or the overlay's refusal). Returns 0 and the malloc'd path. */
+int rootfs_copy_prepare(const struct run_spec *spec, const char *why, char **ret_dir,
+                        struct errmsg *e);
 
 /* Removes a directory tree as its owner (read-only directories are made writable first).
  * Never follows symlinks. 0 or -errno. */

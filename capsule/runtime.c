@@ -477,12 +477,15 @@ int runtime_run(const struct run_spec *spec, int *ret_exit, struct errmsg *e)
     }
     bool refused = false;
     if (spec->rootfs_mode == RUNTIME_ROOTFS_COPY)
-        r = rootfs_copy_prepare(spec, &c.copy_dir, e);
+        r = rootfs_copy_prepare(spec, "rootfs = copy", &c.copy_dir, e);
     if (r >= 0)
         r = run_once(&c, ret_exit, &refused, e);
     if (r < 0 && refused && spec->rootfs_mode == RUNTIME_ROOTFS_AUTO) {
-        log_debug("%s; using a copy of the image instead", e ? e->text : "overlay refused");
-        if ((r = rootfs_copy_prepare(spec, &c.copy_dir, e)) >= 0)
+        /* Why the overlay could not serve goes into the copy's error, should it fail too. */
+        struct errmsg why = {{0}};
+        errmsg_set(&why, r, "the overlay could not be used: %s", e ? e->text : "refused");
+        log_debug("%s; using a copy of the image instead", why.text);
+        if ((r = rootfs_copy_prepare(spec, why.text, &c.copy_dir, e)) >= 0)
             r = run_once(&c, ret_exit, &refused, e);
     }
     run_ctx_done(&c);

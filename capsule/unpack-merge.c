@@ -35,7 +35,8 @@ struct merge_link {
 
 struct merge {
     const char *layer_dir, *target;
-    int root_fd; /* the target's root */
+    int layer_fd; /* the layer's root */
+    int root_fd;  /* the target's root */
     char rel[PATH_MAX];
     size_t rel_len;
     void *links; /* tsearch tree of struct merge_link, for files with several links */
@@ -44,8 +45,19 @@ struct merge {
 
 static int merge_error(struct merge *m, int r, const char *what)
 {
+    struct stat st;
+    const char *rel = m->rel_len ? m->rel : ".";
+    /* A cache shared by a group: a file that only the user who pulled the layer may read (an
+     * image's 0600 /etc/.pwd.lock) cannot be copied by anybody else. Say so, and what to do. */
+    if (r == -EACCES && fstatat(m->layer_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        st.st_uid != geteuid())
+        return errmsg_set(m->e, r,
+                          "layer '%s': '%s' belongs to uid %u, who pulled the image into this "
+                          "shared cache, and only they may read it: such an image runs only for "
+                          "them; pull it into a cache of your own (cache_dir)",
+                          m->layer_dir, rel, (unsigned)st.st_uid);
     return errmsg_set(m->e, r, "merging layer '%s' into '%s': '%s': %s: %s", m->layer_dir,
-                      m->target, m->rel_len ? m->rel : ".", what, strerror(-r));
+                      m->target, rel, what, strerror(-r));
 }
 
 static int link_compare(const void *a, const void *b)
@@ -314,6 +326,7 @@ int unpack_merge_layer(const char *layer_dir, const char *target, struct errmsg 
     int src = open(layer_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (src < 0)
         return errmsg_set(e, negative_errno(), "layer '%s': %m", layer_dir);
+    m.layer_fd = src;
     m.root_fd = open(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (m.root_fd < 0) {
         int r = errmsg_set(e, negative_errno(), "merge target '%s': %m", target);

@@ -4,6 +4,7 @@ any more and keeps those that a remaining image or a container still needs."""
 
 import json
 import re
+import subprocess
 
 import capsuleutil as cu
 
@@ -92,6 +93,24 @@ def test_rmi_and_gc_free_only_what_is_unused(images, registry, home):
     ok(home.capsule("gc"))
     assert list((home.cache / "layers" / "sha256").iterdir()) == []
     assert home.images_json() == []
+
+
+def test_rmi_all_then_gc_empties_the_cache(images, registry, home):
+    """Layers keep their images' read-only directories (a plain rm -rf of the cache stops at
+    them): rmi -a and gc leave a cache that rm -rf removes."""
+    for tag, name in (("multi", "multi:1"), ("other", "other:1")):
+        images.push(tag, registry.host, name)
+        ok(home.capsule("pull", "-q", f"{registry.host}/{name}"))
+    r = ok(home.capsule("rmi", "-a"))
+    assert sorted(r.stdout.splitlines()) == sorted(
+        f"Deleted {registry.host}/{n}" for n in ("multi:1", "other:1")), r.stdout
+    assert home.images_json() == []
+    r = home.capsule("rmi", "-a", "x")
+    assert r.returncode == 2 and "-a takes no image names" in r.stderr
+    ok(home.capsule("gc"))
+    assert list((home.cache / "layers" / "sha256").iterdir()) == []
+    r = subprocess.run(["rm", "-rf", str(home.cache)], capture_output=True, text=True)
+    assert r.returncode == 0 and not home.cache.exists(), r.stderr
 
 
 def test_rmi_unknown_image(images, registry, home):

@@ -296,6 +296,21 @@ def test_two_users_share_a_cache(images, registry, workdir, capsule_users):
         r = h.capsule("images", "--format", "json")
         assert r.returncode == 0, r.stderr
         assert [i["name"] for i in json.loads(r.stdout)] == [name]
+    # What a shared cache cannot do, said plainly: the base layer holds a 0600 file (/etc/secret)
+    # that only the member who unpacked it may read, so only they can run the image.
+    base = registry.image("multi", "1")[2][0]
+    owner = (shared / "layers" / "sha256" / cu.hexpart(base)).stat().st_uid
+    for (uid, _), h in zip(uids, homes):
+        r = h.capsule("run", "--no-home", name, "-c", "cat /etc/hello")
+        if uid == owner:
+            assert r.returncode == 0 and r.stdout == "changed\n", r.stderr
+        else:
+            assert r.returncode == 125, (r.returncode, r.stderr)
+            assert f"'etc/secret' belongs to uid {owner}, who pulled the image into this " \
+                   "shared cache" in r.stderr, r.stderr
+            assert "pull it into a cache of your own" in r.stderr
+        r = h.capsule("check")
+        assert "shared cache" in r.stdout and "run from a copy" in r.stdout, r.stdout
 
 
 def test_interrupted_pull_resumes(images, registry, home):
