@@ -26,7 +26,7 @@ enum pull_policy { PULL_MISSING, PULL_NEVER, PULL_ALWAYS };
 struct run_opts {
     struct container c; /* the request: flags, mounts, env; image and layers filled later */
     enum pull_policy pull;
-    bool help, detach, rm;
+    bool help, detach, rm, tty;
 };
 
 static const char run_help[] =
@@ -47,8 +47,11 @@ static const char run_help[] =
     "  --pull missing|never|always  when to pull the image (default missing)\n"
     "  -d, --detach           run in the background and print the container's name (given\n"
     "                         with --name, else made up); its output goes to `capsule logs`\n"
-    "Docker's habits: -i and --interactive are accepted (stdin is always the command's);\n"
-    "--rm is what `run` does anyway (a container of `run`, named or not, goes when it ends).\n";
+    "  -t, --tty              a terminal for the command on stdin, stdout and stderr (without\n"
+    "                         -t: when stdin and stdout are terminals, on those that are)\n"
+    "Docker's habits: -i and --interactive are accepted (stdin is always the command's), so\n"
+    "-it works; --rm is what `run` does anyway (a container of `run`, named or not, goes when\n"
+    "it ends).\n";
 
 static int parse_pull_policy(const char *s, enum pull_policy *ret)
 {
@@ -121,6 +124,9 @@ static int apply_option(int c, const char *arg, struct run_opts *o, struct errms
         return 0;
     case 'i': /* -i: stdin is always the command's */
         return 0;
+    case 't':
+        o->tty = true;
+        return 0;
     default:
         return errmsg_set(e, -EINVAL, "unknown option");
     }
@@ -148,12 +154,13 @@ static int parse_run_options(int argc, char **argv, const struct cli_command *cm
         {"help", no_argument, NULL, 'h'},
         {"detach", no_argument, NULL, 'd'},
         {"interactive", no_argument, NULL, 'i'},
+        {"tty", no_argument, NULL, 't'},
         {"rm", no_argument, NULL, 'X'},
         {0},
     };
     int c;
     /* '+': options end at the image name; what follows belongs to the command. */
-    while ((c = getopt_long(argc, argv, "+de:im:w:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+de:im:tw:h", opts, NULL)) != -1) {
         struct errmsg e = {{0}};
         if (c == '?')
             return -cli_usage(cmd, "bad option");
@@ -215,6 +222,7 @@ struct run_ctx {
     const char *data_dir;
     const char *name;
     int started_fd; /* run -d: where to say "started" (one NUL byte), else -1 */
+    bool tty;       /* -t */
 };
 
 static int record_pid(pid_t pid, void *userdata)
@@ -241,6 +249,7 @@ static int launch_and_remove(struct cli_ctx *ctx, struct store *st, struct conta
         .host_env = environ,
         .on_started = record_pid,
         .userdata = rc,
+        .tty_force = rc->tty,
     };
     int r = launch_container(st, &req, &code, &e);
     if (c->name) {
@@ -310,13 +319,14 @@ static int run_detached(struct cli_ctx *ctx, struct store *st, struct container 
 
 /* Registers a `run --name` container (ephemeral, locked while it runs), launches (in the
  * background with -d), cleans up. */
-static int run_container(struct cli_ctx *ctx, struct store *st, struct container *c, bool detach)
+static int run_container(struct cli_ctx *ctx, struct store *st, struct container *c, bool detach,
+                         bool tty)
 {
     struct errmsg e = {{0}};
     _cleanup_close_ int lock_fd = -1;
     if (detach && !c->name && invent_name(&c->name) < 0)
         return cli_fail("out of memory"), LAUNCH_EXIT_FAILED;
-    struct run_ctx rc = {ctx->config.data_dir, c->name, -1};
+    struct run_ctx rc = {ctx->config.data_dir, c->name, -1, tty};
     if (c->name) {
         containers_sweep(ctx->config.data_dir);
         c->ephemeral = true;
@@ -348,11 +358,13 @@ static int run_or_create(int argc, char **argv, struct cli_ctx *ctx, bool create
         rc = cli_usage(cmd, "a container made with create needs --name");
         goto out;
     }
-    if (create && (o.detach || o.rm)) {
+    if (create && (o.detach || o.rm || o.tty)) {
         rc = cli_usage(cmd,
                        "%s is for run: `capsule start` runs a created container, and it "
                        "stays until `capsule rm`",
-                       o.detach ? "--detach" : "--rm");
+                       o.detach ? "--detach"
+                       : o.rm   ? "--rm"
+                                : "--tty");
         goto out;
     }
     if (!(o.c.args = strv_copy(argv + i + 1)) || cli_open_store(ctx, &st) < 0)
@@ -368,7 +380,7 @@ static int run_or_create(int argc, char **argv, struct cli_ctx *ctx, bool create
         if (rc == 0)
             printf("%s\n", o.c.name);
     } else {
-        rc = run_container(ctx, st, &o.c, o.detach);
+        rc = run_container(ctx, st, &o.c, o.detach, o.tty);
     }
 out:
     image_record_done(&img);

@@ -16,6 +16,7 @@
 #include "macro.h"
 #include "rootfs.h"
 #include "strv.h"
+#include "tty.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -184,6 +185,12 @@ _Noreturn void init_exec_command(const struct init_command *c)
     if (c->make_readonly) {
         struct errmsg e = {{0}};
         int r = rootfs_make_readonly(&e);
+        if (r < 0)
+            fail(c, r, 125, "%s", e.text);
+    }
+    if (c->tty_sock >= 0) {
+        struct errmsg e = {{0}};
+        int r = tty_child_attach(c->tty_sock, c->tty_all, &e);
         if (r < 0)
             fail(c, r, 125, "%s", e.text);
     }

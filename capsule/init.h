@@ -34,6 +34,8 @@ struct init_command {
     const char *ld_library_dir;
     bool make_readonly;
     bool fake_ids; /* --remap-root: ownership and id changes succeed without effect (id-filter.h) */
+    int tty_sock;  /* >= 0: give the command a terminal, its master sent here (tty.h) */
+    bool tty_all;  /* the terminal on all of stdin, stdout, stderr, not only where they were ttys */
 };
 
 /* The signals forwarded to the command, plus SIGCHLD: the set every supervising process blocks

@@ -14,6 +14,7 @@
 #include "runtime.h"
 #include "spec.h"
 #include "strv.h"
+#include "tty.h"
 
 /* What one launch holds until the container exits. */
 struct launch_state {
@@ -219,6 +220,8 @@ static int run(struct store *st, struct launch_state *s, const struct launch_req
         .argv = s->spec.argv,
         .env = s->spec.env,
         .cwd = s->spec.cwd,
+        .tty = tty_wanted(req->tty_force),
+        .tty_all = req->tty_force,
         .mounts = s->mounts,
         .n_mounts = s->n_mounts,
         .links = s->gpu.links,

@@ -19,6 +19,7 @@ struct launch_request {
     const struct capsule_config *config;
     char *const *host_env;
     const char *upper_dir, *work_dir; /* a named container's own upper layer, or NULL */
+    bool tty_force; /* -t: a terminal on all of stdin, stdout, stderr; else when both are ttys */
     int (*on_started)(pid_t pid, void *userdata);
     void *userdata;
 };

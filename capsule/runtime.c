@@ -16,6 +16,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -30,6 +31,7 @@
 #include "rootfs.h"
 #include "runtime.h"
 #include "strv.h"
+#include "tty.h"
 
 /* Everything the child needs, computed before the clone (the child gets a copy). */
 struct run_ctx {
@@ -164,6 +166,7 @@ static bool signal_ends_setup(int sig)
 struct supervise {
     pid_t pid;
     int report_fd, sig_fd;
+    struct tty_relay *relay; /* the command's terminal (tty.h), once its master came */
     bool started, exited, aborted;
     int status;
     sigset_t pending; /* arrived during the setup, for the command once it runs */
@@ -183,6 +186,11 @@ static void on_signal(struct supervise *s, const struct signalfd_siginfo *si)
      * child is in it, passing them on would deliver them twice. */
     if (s->exited || (si->ssi_code == SI_KERNEL && init_terminal_reached(s->pid)))
         return;
+    /* The container's terminal signals its own job when its size changes. */
+    if (sig == SIGWINCH && s->relay) {
+        tty_relay_resize(s->relay);
+        return;
+    }
     if (s->started) {
         kill(s->pid, sig);
         return;
@@ -241,24 +249,34 @@ static int wait_exec(struct supervise *s, struct errmsg *e)
 
 static int wait_exit(struct supervise *s)
 {
+    bool relaying = s->relay != NULL;
     while (!s->exited) {
-        struct pollfd p = {.fd = s->sig_fd, .events = POLLIN};
-        if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+        struct pollfd p[3] = {{.fd = s->sig_fd, .events = POLLIN}, {.fd = -1}, {.fd = -1}};
+        int tty[2] = {-1, -1};
+        if (relaying)
+            tty_relay_fds(s->relay, tty);
+        p[1] = (struct pollfd){.fd = tty[0], .events = POLLIN};
+        p[2] = (struct pollfd){.fd = tty[1], .events = POLLIN};
+        if (poll(p, 3, -1) < 0 && errno != EINTR) {
             /* Should never happen; still collect the child rather than leave it. */
             while (waitpid(s->pid, &s->status, 0) < 0)
                 if (errno != EINTR)
                     return negative_errno();
             s->exited = true;
-        } else if (p.revents & POLLIN)
+            break;
+        }
+        if (p[0].revents & POLLIN)
             read_signal(s);
+        if (relaying && (p[1].revents || p[2].revents))
+            relaying = tty_relay_pump(s->relay, p[1].revents != 0, p[2].revents != 0);
     }
     return 0;
 }
 
 /* The parent's whole job once the child runs: learn whether the command started, tell the
  * caller, forward signals, collect the exit status. The child is always reaped. */
-static int supervise(pid_t pid, int report_fd, const struct run_spec *spec, int *ret_exit,
-                     unsigned *ret_flags, struct errmsg *e)
+static int supervise(pid_t pid, int report_fd, int tty_sock, const struct run_spec *spec,
+                     int *ret_exit, unsigned *ret_flags, struct errmsg *e)
 {
     sigset_t set;
     init_signal_set(&set);
@@ -270,15 +288,20 @@ static int supervise(pid_t pid, int report_fd, const struct run_spec *spec, int 
         return errmsg_set(e, negative_errno(), "signalfd: %m");
     }
     int r = wait_exec(&s, e);
+    if (r >= 0 && tty_sock >= 0 && (r = tty_relay_start(tty_sock, &s.relay, e)) < 0)
+        kill_and_reap(pid);
     if (r >= 0 && spec && spec->on_started && (r = spec->on_started(pid, spec->userdata)) < 0)
         errmsg_set(e, r, "container start hook: %s", strerror(-r));
     if (r < 0) {
         *ret_flags = s.report.flags;
         if (!s.exited)
             kill_and_reap(pid);
+        tty_relay_end(s.relay);
         return r;
     }
-    if ((r = wait_exit(&s)) < 0)
+    r = wait_exit(&s);
+    tty_relay_end(s.relay);
+    if (r < 0)
         return errmsg_set(e, r, "wait for the container: %s", strerror(-r));
     *ret_exit = init_exit_code(s.status);
     return 0;
@@ -302,7 +325,7 @@ static _Noreturn void child_fail(int report_fd, int r, unsigned flags, const str
 }
 
 /* The child, in its new namespaces: map the ids, build the root, run the command. */
-static _Noreturn void child_main(const struct run_ctx *c, int alive_fd, int report_fd)
+static _Noreturn void child_main(const struct run_ctx *c, int alive_fd, int report_fd, int tty_sock)
 {
     const struct run_spec *s = c->spec;
     const struct mounts_identity *id = &c->plan.id;
@@ -346,6 +369,8 @@ static _Noreturn void child_main(const struct run_ctx *c, int alive_fd, int repo
         .ld_library_dir = s->ld_library_dir,
         .make_readonly = !s->writable,
         .fake_ids = s->remap_root,
+        .tty_sock = tty_sock,
+        .tty_all = s->tty_all,
     };
     if (s->pid_ns)
         init_run(&cmd);
@@ -362,6 +387,10 @@ static int spawn(struct run_ctx *c, int *ret_exit, unsigned *ret_flags, struct e
     if (pipe2(report, O_CLOEXEC) < 0)
         return errmsg_set(e, negative_errno(), "pipe: %m");
     _cleanup_close_ int report_r = report[0], report_w = report[1];
+    int tty[2] = {-1, -1};
+    if (s->tty && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tty) < 0)
+        return errmsg_set(e, negative_errno(), "socketpair: %m");
+    _cleanup_close_ int tty_r = tty[0], tty_w = tty[1];
     unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | (s->pid_ns ? CLONE_NEWPID : 0) |
                           (s->hostname ? CLONE_NEWUTS : 0);
     pid_t pid = clone_namespaces(flags);
@@ -370,11 +399,15 @@ static int spawn(struct run_ctx *c, int *ret_exit, unsigned *ret_flags, struct e
     if (pid == 0) {
         close(alive_w);
         close(report_r);
-        child_main(c, alive_r, report_w);
+        if (tty_r >= 0)
+            close(tty_r);
+        child_main(c, alive_r, report_w, tty_w);
     }
     close(TAKE_FD(alive_r));
     close(TAKE_FD(report_w));
-    int r = supervise(pid, report_r, s, ret_exit, ret_flags, e);
+    if (tty_w >= 0)
+        close(TAKE_FD(tty_w));
+    int r = supervise(pid, report_r, tty_r, s, ret_exit, ret_flags, e);
     /* A mount refused in the namespace: say why when AppArmor is the likely reason. */
     if (r == -EPERM && e && !strstr(e->text, "AppArmor") &&
         read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
@@ -590,7 +623,8 @@ int runtime_exec(pid_t pid, char *const *argv, char *const *env, const char *cwd
                                .cwd = cwd,
                                .mask = &st.old_mask,
                                .report_fd = report_w,
-                               .fake_ids = remap_root};
+                               .fake_ids = remap_root,
+                               .tty_sock = -1};
     pid_t child = fork();
     if (child == 0) {
         close(report_r);
@@ -601,7 +635,7 @@ int runtime_exec(pid_t pid, char *const *argv, char *const *env, const char *cwd
     else {
         close(TAKE_FD(report_w));
         unsigned flags = 0;
-        r = supervise(child, report_r, NULL, ret_exit, &flags, e);
+        r = supervise(child, report_r, -1, NULL, ret_exit, &flags, e);
     }
     sig_leave(&st);
     return r;

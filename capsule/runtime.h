@@ -78,6 +78,9 @@ struct run_spec {
     char *const *argv;
     char *const *env; /* the complete environment, "K=V", NULL-terminated */
     const char *cwd;  /* NULL = "/" */
+    /* A terminal of its own for the command (tty.h): where stdin, stdout, stderr are terminals,
+     * or on all three with tty_all (-t); the caller's terminal is raw meanwhile. */
+    bool tty, tty_all;
 
     const struct mount_entry *mounts;
     size_t n_mounts;

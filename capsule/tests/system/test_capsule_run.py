@@ -6,6 +6,7 @@ create/start/exec/ps/rm, and what a crash leaves behind (nothing)."""
 import os
 import re
 import signal
+import select
 import shutil
 import subprocess
 import time
@@ -263,6 +264,87 @@ def test_remap_root_owner_changes_succeed(env):
         assert r.stdout == "Seccomp:\t2\n", r.stdout
     finally:
         ok(home.capsule("rm", "-f", "rooted"))
+
+
+class Terminal:
+    """capsule on a pseudo-terminal of the test's own, as a login shell starts it: the terminal
+    is its controlling terminal and it is in the foreground, with a window size set first."""
+
+    def __init__(self, argv, env, rows=30, cols=100):
+        import fcntl
+        import struct
+        import termios
+
+        self.master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        self.modes = termios.tcgetattr(slave)
+        self.slave = slave
+        self.proc = subprocess.Popen(
+            [str(a) for a in argv], stdin=slave, stdout=slave, stderr=slave, env=env,
+            start_new_session=True, preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+        self.out = b""
+
+    def read_until(self, text, timeout=20):
+        deadline = time.monotonic() + timeout
+        while text.encode() not in self.out:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.master], [], [], max(left, 0))
+            if not ready:
+                raise AssertionError(f"no {text!r} on the terminal; it shows {self.out!r}")
+            try:
+                self.out += os.read(self.master, 65536)
+            except OSError:
+                raise AssertionError(f"terminal closed before {text!r}: {self.out!r}") from None
+        return self.out.decode(errors="replace")
+
+    def resize(self, rows, cols):
+        import fcntl
+        import struct
+        import termios
+        # The kernel tells the terminal's foreground job, capsule, with SIGWINCH.
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    def close(self):
+        import termios
+        rc = self.proc.wait(20)
+        modes = termios.tcgetattr(self.slave)
+        os.close(self.slave)
+        os.close(self.master)
+        return rc, modes
+
+
+def test_interactive_run_has_a_terminal(env):
+    """With stdin and stdout on a terminal the command gets one of its own (/dev/pts/0 of the
+    container) with the caller's window size; a resize reaches it; Ctrl-C reaches it once, as a
+    signal of its terminal; the caller's terminal is as it was afterwards."""
+    home, name, _ = env
+    full = {**os.environ, **home.env()}
+    script = ("tty; stty size; trap 'echo resized; stty size' WINCH; echo ready; "
+              "while true; do busybox sleep 0.1; done")
+    t = Terminal([cu.capsule_binary(), "run", "--no-home", name, "-c", script], full)
+    text = t.read_until("ready")
+    assert "/dev/pts/0" in text and "30 100" in text, text
+    t.resize(40, 120)
+    t.read_until("40 120")
+    os.write(t.master, b"\x03")
+    rc, modes = t.close()
+    assert rc == 130, (rc, t.out)
+    assert modes == t.modes, "capsule left the terminal in raw mode"
+    # Output that goes elsewhere keeps its bytes: no terminal then, unless -t asks for one.
+    r = subprocess.run([cu.capsule_binary(), "run", "--no-home", name, "-c", "tty"], env=full,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert r.stdout == "not a tty\n", r.stdout
+    r = subprocess.run([cu.capsule_binary(), "run", "-t", "--no-home", name, "-c",
+                        "tty; read x; echo got $x"], env=full, input="hi\n",
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.replace("\r", "").endswith(
+        "/dev/pts/0\ngot hi\n"), (r.returncode, r.stdout, r.stderr)
+    # -it, as Docker users type it.
+    t = Terminal([cu.capsule_binary(), "run", "-it", "--no-home", name, "-c",
+                  "read line; echo got $line"], full)
+    os.write(t.master, b"typed\r")
+    t.read_until("got typed")
+    assert t.close()[0] == 0
 
 
 def test_ordinary_user_identity(env, workdir, capsule_users):
