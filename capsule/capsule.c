@@ -11,7 +11,7 @@ static const struct cli_command commands[] = {
     {"create", cmd_create, "create --name NAME [OPTIONS] IMAGE [COMMAND [ARG...]]",
      "create a named container (started with `start`)"},
     {"start", cmd_start, "start [-a] NAME", "run a created container's command"},
-    {"exec", cmd_exec, "exec [-e K=V] [-w DIR] NAME COMMAND [ARG...]",
+    {"exec", cmd_exec, "exec [-it] [-e K=V] [-w DIR] NAME COMMAND [ARG...]",
      "run a command in a running container"},
     {"ps", cmd_ps, "ps [-a] [--format json]", "list running (with -a: all) containers"},
     {"rm", cmd_rm, "rm [-f] NAME...", "remove containers"},

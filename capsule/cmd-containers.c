@@ -18,6 +18,7 @@
 #include "runtime.h"
 #include "store.h"
 #include "strv.h"
+#include "tty.h"
 
 extern char **environ;
 
@@ -137,15 +138,22 @@ static char *container_cwd(struct cli_ctx *ctx, const struct container *ct)
 
 int cmd_exec(int argc, char **argv, struct cli_ctx *ctx)
 {
-    static const struct option opts[] = {{"env", required_argument, NULL, 'e'},
-                                         {"workdir", required_argument, NULL, 'w'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {0}};
+    static const struct option opts[] = {
+        {"env", required_argument, NULL, 'e'},   {"workdir", required_argument, NULL, 'w'},
+        {"interactive", no_argument, NULL, 'i'}, {"tty", no_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},        {0}};
     const struct cli_command *cmd = cli_command_find("exec");
     _cleanup_strv_free_ char **set = strv_new();
     const char *workdir = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "+e:w:h", opts, NULL)) != -1) {
+    bool tty = false;
+    while ((c = getopt_long(argc, argv, "+e:itw:h", opts, NULL)) != -1) {
+        if (c == 'i')
+            continue; /* stdin is always the command's */
+        if (c == 't') {
+            tty = true;
+            continue;
+        }
         if (c == 'e' && strv_push(&set, optarg) < 0)
             return cli_fail("out of memory"), LAUNCH_EXIT_FAILED;
         else if (c == 'w')
@@ -177,7 +185,15 @@ int cmd_exec(int argc, char **argv, struct cli_ctx *ctx)
         if (strv_env_put(&env, set[i]) < 0)
             return cli_fail("--env '%s': expected K=V", set[i]), LAUNCH_EXIT_FAILED;
     int code = LAUNCH_EXIT_FAILED;
-    int r = runtime_exec(pid, argv + optind + 1, env, cwd, remap_root, &code, &e);
+    struct runtime_exec_spec spec = {
+        .argv = argv + optind + 1,
+        .env = env,
+        .cwd = cwd,
+        .remap_root = remap_root,
+        .tty = tty_wanted(tty),
+        .tty_all = tty,
+    };
+    int r = runtime_exec(pid, &spec, &code, &e);
     if (r < 0) {
         cli_fail("%s", e.text);
         return launch_exit_code(r, &e);

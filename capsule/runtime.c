@@ -603,10 +603,9 @@ static _Noreturn void exec_child(const struct exec_target *t, const struct init_
     init_supervise(pid, false);
 }
 
-int runtime_exec(pid_t pid, char *const *argv, char *const *env, const char *cwd, bool remap_root,
-                 int *ret_exit, struct errmsg *e)
+int runtime_exec(pid_t pid, const struct runtime_exec_spec *spec, int *ret_exit, struct errmsg *e)
 {
-    if (!argv || !argv[0] || !argv[0][0])
+    if (!spec->argv || !spec->argv[0] || !spec->argv[0][0])
         return errmsg_set(e, -EINVAL, "no command to run");
     _cleanup_(exec_target_done) struct exec_target t = {-1, -1, -1, -1, -1, false};
     int r = open_target(pid, &t, e);
@@ -616,26 +615,35 @@ int runtime_exec(pid_t pid, char *const *argv, char *const *env, const char *cwd
     if (pipe2(report, O_CLOEXEC) < 0)
         return errmsg_set(e, negative_errno(), "pipe: %m");
     _cleanup_close_ int report_r = report[0], report_w = report[1];
+    int tty[2] = {-1, -1};
+    if (spec->tty && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tty) < 0)
+        return errmsg_set(e, negative_errno(), "socketpair: %m");
+    _cleanup_close_ int tty_r = tty[0], tty_w = tty[1];
     struct sig_state st;
     sig_enter(&st);
-    struct init_command cmd = {.argv = argv,
-                               .env = env,
-                               .cwd = cwd,
+    struct init_command cmd = {.argv = spec->argv,
+                               .env = spec->env,
+                               .cwd = spec->cwd,
                                .mask = &st.old_mask,
                                .report_fd = report_w,
-                               .fake_ids = remap_root,
-                               .tty_sock = -1};
+                               .fake_ids = spec->remap_root,
+                               .tty_sock = tty_w,
+                               .tty_all = spec->tty_all};
     pid_t child = fork();
     if (child == 0) {
         close(report_r);
+        if (tty_r >= 0)
+            close(tty_r);
         exec_child(&t, &cmd);
     }
     if (child < 0)
         r = errmsg_set(e, negative_errno(), "fork: %m");
     else {
         close(TAKE_FD(report_w));
+        if (tty_w >= 0)
+            close(TAKE_FD(tty_w));
         unsigned flags = 0;
-        r = supervise(child, report_r, -1, NULL, ret_exit, &flags, e);
+        r = supervise(child, report_r, tty_r, NULL, ret_exit, &flags, e);
     }
     sig_leave(&st);
     return r;

@@ -110,11 +110,19 @@ struct run_spec {
  * behind in either case: the mounts die with the namespace, the tmpfs with the last mount. */
 int runtime_run(const struct run_spec *spec, int *ret_exit, struct errmsg *e);
 
-/* Runs argv inside the running container whose init is pid (setns into its user, mount and,
- * if it has one, pid namespace; same root and cwd rules), for capsule exec; remap_root as the
- * container was run (the same seccomp filter, id-filter.h). Same returns. */
-int runtime_exec(pid_t pid, char *const *argv, char *const *env, const char *cwd, bool remap_root,
-                 int *ret_exit, struct errmsg *e);
+/* What capsule exec runs in a container. */
+struct runtime_exec_spec {
+    char *const *argv;
+    char *const *env;  /* the complete environment */
+    const char *cwd;   /* NULL = "/" */
+    bool remap_root;   /* as the container was run: the same seccomp filter (id-filter.h) */
+    bool tty, tty_all; /* as run_spec's */
+};
+
+/* Runs spec->argv inside the running container whose init is pid (setns into its user, mount
+ * and, if it has one, pid namespace; same root and cwd rules), for capsule exec. Same returns
+ * as runtime_run. */
+int runtime_exec(pid_t pid, const struct runtime_exec_spec *spec, int *ret_exit, struct errmsg *e);
 
 /* What this kernel allows, for capsule check and for choosing a rootfs mode early. Each returns
  * 0 if it works, else a negative errno with a message saying what to change ("unprivileged

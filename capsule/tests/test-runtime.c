@@ -923,11 +923,13 @@ static void exec_into_container(bool pid_ns)
     char *env[] = {"PATH=/bin", NULL};
     struct errmsg e = {{0}};
     int code = -1;
-    int r = runtime_exec(init, argv, env, "/opq", false, &code, &e);
+    struct runtime_exec_spec x = {.argv = argv, .env = env, .cwd = "/opq"};
+    int r = runtime_exec(init, &x, &code, &e);
     assert_int_equal(r, 0);
     assert_int_equal(code, 5);
     char *missing[] = {"no-such-command", NULL};
-    assert_int_equal(runtime_exec(init, missing, env, NULL, false, &code, &e), -ENOENT);
+    struct runtime_exec_spec y = {.argv = missing, .env = env};
+    assert_int_equal(runtime_exec(init, &y, &code, &e), -ENOENT);
     assert_string_equal(e.text, "exec 'no-such-command': not found in PATH=/bin");
 
     assert_int_equal(kill(capsule, SIGTERM), 0);
@@ -935,7 +937,8 @@ static void exec_into_container(bool pid_ns)
     assert_int_equal(waitpid(capsule, &status, 0), capsule);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 143);
-    assert_int_equal(runtime_exec(init, argv, env, NULL, false, &code, &e), -ESRCH);
+    struct runtime_exec_spec z = {.argv = argv, .env = env};
+    assert_int_equal(runtime_exec(init, &z, &code, &e), -ESRCH);
 }
 
 static void test_exec_into_container(void **state)

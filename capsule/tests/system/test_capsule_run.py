@@ -345,6 +345,17 @@ def test_interactive_run_has_a_terminal(env):
     os.write(t.master, b"typed\r")
     t.read_until("got typed")
     assert t.close()[0] == 0
+    # capsule exec -it into a running container, as docker exec -it.
+    ok(home.capsule("run", "-d", "--name", "term", "--no-home", name, "-c",
+                    "exec busybox sleep 60"))
+    try:
+        t = Terminal([cu.capsule_binary(), "exec", "-it", "term", "sh", "-c",
+                      "tty; stty size"], full, rows=25, cols=90)
+        text = t.read_until("25 90")
+        assert "/dev/pts/" in text, text
+        assert t.close()[0] == 0
+    finally:
+        ok(home.capsule("rm", "-f", "term"))
 
 
 def test_ordinary_user_identity(env, workdir, capsule_users):
