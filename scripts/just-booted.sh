@@ -27,9 +27,17 @@ if [ "$1" != --inside ]; then
     build=$1
     shift
     up=$(cut -d. -f1 /proc/uptime)
-    off=$((up > 20 ? up - 20 : 0))
+    # Offsets count from the machine's clocks, not from those of a time namespace this already
+    # runs in (a caller may have made one): start from the current namespace's own offsets.
+    mono=0 boot=0
+    if [ -r /proc/self/timens_offsets ]; then
+        mono=$(awk '$1 == "monotonic" {print $2}' /proc/self/timens_offsets)
+        boot=$(awk '$1 == "boottime" {print $2}' /proc/self/timens_offsets)
+    fi
+    back=$((up > 20 ? up - 20 : 0))
     locked=$(mktemp -d /tmp/gn-locked-XXXXXX) # 0700: root's alone
-    unshare --mount --propagation private --time --monotonic="-$off" --boottime="-$off" \
+    unshare --mount --propagation private --time --monotonic="$((${mono:-0} - back))" \
+        --boottime="$((${boot:-0} - back))" \
         --kill-child=SIGTERM --fork -- "$0" --inside "$build" "$locked" "$@" &
     pid=$!
     trap 'kill -TERM "$pid" 2>/dev/null' TERM INT HUP
