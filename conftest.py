@@ -1,10 +1,21 @@
 """What pytest loads for every component's system tests (coolant/, gpumon/, capsule/ each have a
-tests/system/conftest.py of their own): the shared helpers' folder on the path, and the plugin
-that turns skips into failures in CI (tests/pylib/gnskip.py)."""
+tests/system/conftest.py of their own): the shared helpers' folder on the path, the plugin that
+turns skips into failures in CI (tests/pylib/gnskip.py), and SIGTERM handled as Ctrl-C."""
 
+import signal
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "tests" / "pylib"))
 
 pytest_plugins = ["gnskip"]
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config):
+    # scripts/test.sh ends a run that takes too long with SIGTERM (timeout(1)): as an interrupt,
+    # pytest still tears the fixtures down, so daemons, mounts and test users do not outlive it.
+    signal.signal(signal.SIGTERM, _interrupted)

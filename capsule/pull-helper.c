@@ -30,11 +30,21 @@ static bool self_path(char *self, size_t size, char **ret_slash)
     return true;
 }
 
+/* Whether dir (resolved, as /proc/self/exe gives it) is CAPSULE_BINDIR, which may itself be
+ * reached through a symbolic link (/usr/local -> /opt/local). */
+static bool is_installed_bindir(const char *dir)
+{
+    if (strcmp(dir, CAPSULE_BINDIR) == 0)
+        return true;
+    char real[PATH_MAX];
+    return realpath(CAPSULE_BINDIR, real) && strcmp(dir, real) == 0;
+}
+
 /* $CAPSULE_PULL; else, for the installed capsule (CAPSULE_BINDIR/capsule), the installed helper;
  * else the one beside this program: a build tree, a bundle or a copy runs its own helper and never
  * falls back to an installed one, which would be another build's code (and, in a test, would make
  * a broken build pass). A missing helper is then an error that names the path it should be at.
- * Returns 0, or 1 (printed) when the path does not fit. */
+ * Returns 0, or 1 (printed) when the path does not fit or this program's own path is unknown. */
 static int helper_path(char *buf, size_t size)
 {
     const char *env = getenv("CAPSULE_PULL");
@@ -43,11 +53,12 @@ static int helper_path(char *buf, size_t size)
     if (env && *env)
         n = snprintf(buf, size, "%s", env);
     else if (!self_path(self, sizeof(self), &slash))
-        n = snprintf(buf, size, "%s/capsule-pull", CAPSULE_LIBEXECDIR);
+        return cli_fail("cannot tell where capsule-pull is: /proc/self/exe is unreadable (is "
+                        "/proc mounted?); set CAPSULE_PULL to its path");
     else {
         *slash = '\0';
         n = snprintf(buf, size, "%s/capsule-pull",
-                     strcmp(self, CAPSULE_BINDIR) == 0 ? CAPSULE_LIBEXECDIR : self);
+                     is_installed_bindir(self) ? CAPSULE_LIBEXECDIR : self);
     }
     if (n < 0 || (size_t)n >= size)
         return cli_fail("the path of capsule-pull is longer than %zu bytes", size - 1);

@@ -31,6 +31,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 R=${QUICKSTART_ROOT:-}
 BUILD=${QUICKSTART_BUILD:-build-release}
+BUILDTYPE=release # what quickstart sets its own build up as (QUICKSTART_BUILD is used as it is)
 ETC=$R/etc/coold
 LOGDIR=$R/var/log/coold
 RUNDIR=$R/run/coold
@@ -575,8 +576,17 @@ case "${1:-}" in
         quickstart_demo
         exit
         ;;
+    --build-info)
+        # Which build this script installs, and as what build type: "build-release release".
+        if [ -n "${QUICKSTART_BUILD:-}" ]; then
+            echo "$BUILD (as set up)"
+        else
+            echo "$BUILD $BUILDTYPE"
+        fi
+        exit 0
+        ;;
     "") ;;
-    *) die "usage: $0 [demo | --stop]" ;;
+    *) die "usage: $0 [demo | --stop | --build-info]" ;;
 esac
 [ "$(id -u)" -eq 0 ] || die "run as root: it installs packages and programs and starts daemons"
 
@@ -587,9 +597,9 @@ build_option() {
 print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]))' "$1"
 }
 if [ ! -f "$BUILD/build.ninja" ]; then
-    meson setup "$BUILD" --prefix=/usr/local -Dbuildtype=release >/dev/null
-elif [ -z "${QUICKSTART_BUILD:-}" ] && [ "$(build_option buildtype)" != release ]; then
-    meson configure "$BUILD" -Dbuildtype=release >/dev/null
+    meson setup "$BUILD" --prefix=/usr/local "-Dbuildtype=$BUILDTYPE" >/dev/null
+elif [ -z "${QUICKSTART_BUILD:-}" ] && [ "$(build_option buildtype)" != "$BUILDTYPE" ]; then
+    meson configure "$BUILD" "-Dbuildtype=$BUILDTYPE" >/dev/null
 fi
 prefix=$(build_option prefix)
 [ "$prefix" = /usr/local ] || die "$BUILD/ has prefix $prefix; quickstart installs to /usr/local"

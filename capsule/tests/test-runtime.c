@@ -33,7 +33,6 @@ static char tmp[256];
 static char base_layer[300], top_layer[300], odd_layer[300], out_dir[300], home_dir[300],
     data_dir[300], scratch_dir[300], host_dir[300];
 static char *deep_layers[N_DEEP];
-static const char *skip_reason;
 
 static char *slurp(const char *path)
 {
@@ -172,18 +171,21 @@ static void make_deep_layers(void)
     }
 }
 
-static int group_setup(void **state)
+/* Why containers cannot run here, or NULL. */
+static const char *runtime_unavailable(void)
 {
-    if (access("/bin/busybox", X_OK) < 0) {
-        skip_reason = "no /bin/busybox (busybox-static)";
-        return 0;
-    }
+    if (access("/bin/busybox", X_OK) < 0)
+        return "no /bin/busybox (busybox-static)";
     struct errmsg e = {{0}};
     if (runtime_probe_userns(&e) < 0) {
         fprintf(stderr, "user namespaces unavailable: %s\n", e.text);
-        skip_reason = "user namespaces unavailable";
-        return 0;
+        return "user namespaces unavailable";
     }
+    return NULL;
+}
+
+static int group_setup(void **state)
+{
     const char *t = getenv("TMPDIR");
     snprintf(tmp, sizeof(tmp), "%s/test-runtime-XXXXXX", t && *t ? t : "/tmp");
     assert_non_null(mkdtemp(tmp));
@@ -218,13 +220,6 @@ static int group_teardown(void **state)
         rootfs_remove_tree(tmp);
     for (int i = 0; i < N_DEEP; i++)
         free(deep_layers[i]);
-    return 0;
-}
-
-static int test_setup(void **state)
-{
-    if (skip_reason)
-        test_skip(skip_reason);
     return 0;
 }
 
@@ -993,34 +988,37 @@ static void test_nothing_left(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_exit_status, test_setup),
-        cmocka_unit_test_setup(test_exec_failures, test_setup),
-        cmocka_unit_test_setup(test_env_and_cwd, test_setup),
-        cmocka_unit_test_setup(test_readonly_and_writable, test_setup),
-        cmocka_unit_test_setup(test_whiteout_and_opaque, test_setup),
-        cmocka_unit_test_setup(test_standard_mounts, test_setup),
-        cmocka_unit_test_setup(test_copy_mode, test_setup),
-        cmocka_unit_test_setup(test_locked_flags, test_setup),
-        cmocka_unit_test_setup(test_passwd, test_setup),
-        cmocka_unit_test_setup(test_home, test_setup),
-        cmocka_unit_test_setup(test_spec_mounts_and_links, test_setup),
-        cmocka_unit_test_setup(test_no_writes_through_image_links, test_setup),
-        cmocka_unit_test_setup(test_spec_mount_refusals, test_setup),
-        cmocka_unit_test_setup(test_odd_user_db, test_setup),
-        cmocka_unit_test_setup(test_pid_namespace, test_setup),
-        cmocka_unit_test_setup(test_hostname, test_setup),
-        cmocka_unit_test_setup(test_deep_image, test_setup),
-        cmocka_unit_test_setup(test_max_layers, test_setup),
-        cmocka_unit_test_setup(test_foreign_layers, test_setup),
-        cmocka_unit_test_setup(test_legacy_overlay_view, test_setup),
-        cmocka_unit_test_setup(test_signal_forwarding, test_setup),
-        cmocka_unit_test_setup(test_terminal_interrupt, test_setup),
-        cmocka_unit_test_setup(test_named_upper, test_setup),
-        cmocka_unit_test_setup(test_ldconfig, test_setup),
-        cmocka_unit_test_setup(test_exec_into_container, test_setup),
-        cmocka_unit_test_setup(test_on_started_failure, test_setup),
-        cmocka_unit_test_setup(test_probes, test_setup),
-        cmocka_unit_test_setup(test_nothing_left, test_setup),
+        cmocka_unit_test(test_exit_status),
+        cmocka_unit_test(test_exec_failures),
+        cmocka_unit_test(test_env_and_cwd),
+        cmocka_unit_test(test_readonly_and_writable),
+        cmocka_unit_test(test_whiteout_and_opaque),
+        cmocka_unit_test(test_standard_mounts),
+        cmocka_unit_test(test_copy_mode),
+        cmocka_unit_test(test_locked_flags),
+        cmocka_unit_test(test_passwd),
+        cmocka_unit_test(test_home),
+        cmocka_unit_test(test_spec_mounts_and_links),
+        cmocka_unit_test(test_no_writes_through_image_links),
+        cmocka_unit_test(test_spec_mount_refusals),
+        cmocka_unit_test(test_odd_user_db),
+        cmocka_unit_test(test_pid_namespace),
+        cmocka_unit_test(test_hostname),
+        cmocka_unit_test(test_deep_image),
+        cmocka_unit_test(test_max_layers),
+        cmocka_unit_test(test_foreign_layers),
+        cmocka_unit_test(test_legacy_overlay_view),
+        cmocka_unit_test(test_signal_forwarding),
+        cmocka_unit_test(test_terminal_interrupt),
+        cmocka_unit_test(test_named_upper),
+        cmocka_unit_test(test_ldconfig),
+        cmocka_unit_test(test_exec_into_container),
+        cmocka_unit_test(test_on_started_failure),
+        cmocka_unit_test(test_probes),
+        cmocka_unit_test(test_nothing_left),
     };
+    const char *why = runtime_unavailable();
+    if (why)
+        return test_skip_program(why);
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -221,6 +221,72 @@ def run(argv, timeout=30, user=None, env=None, check=False, unset=()):
     )
 
 
+# ---- test users ----
+
+
+class TestUsers:
+    """Local users and groups for one pytest session, named "<prefix><role>-<pid>" (the plain and
+    the sanitizer runs go side by side, each with its own), made on first use without a home
+    directory, and removed by remove(). Those that an earlier session whose process is gone left
+    behind (killed before its teardown) are removed first, so names never collide."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.users, self.groups = {}, {}
+        self._remove_stale()
+
+    def _stale(self, name):
+        if not name.startswith(self.prefix) or "-" not in name[len(self.prefix):]:
+            return False
+        pid = name.rsplit("-", 1)[1]
+        return pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists()
+
+    def _remove_stale(self):
+        import grp
+        import pwd
+
+        for pw in pwd.getpwall():
+            if self._stale(pw.pw_name):
+                subprocess.run(["userdel", pw.pw_name], capture_output=True)
+        for gr in grp.getgrall():
+            if self._stale(gr.gr_name):
+                subprocess.run(["groupdel", gr.gr_name], capture_output=True)
+
+    def name(self, role):
+        """The login name of a role."""
+        return f"{self.prefix}{role}-{os.getpid()}"
+
+    def group(self, role):
+        """A group's name, made if missing: "<prefix>g<role>-<pid>"."""
+        name = self.name(f"g{role}")
+        if role not in self.groups:
+            subprocess.run(["groupadd", name], check=True, capture_output=True)
+            self.groups[role] = name
+        return name
+
+    def user(self, role, group=None):
+        """(uid, gid) of the role's user (primary group nogroup), made if missing, also in the
+        group of role `group`."""
+        import pwd
+
+        name = self.name(role)
+        if role not in self.users:
+            argv = ["useradd", "-M", "-N", "-g", "nogroup"]
+            if group:
+                argv += ["-G", self.group(group)]
+            subprocess.run(argv + [name], check=True, capture_output=True)
+            self.users[role] = name
+        pw = pwd.getpwnam(name)
+        return pw.pw_uid, pw.pw_gid
+
+    def remove(self):
+        for name in self.users.values():
+            subprocess.run(["userdel", name], capture_output=True)
+        for name in self.groups.values():
+            subprocess.run(["groupdel", name], capture_output=True)
+        self.users, self.groups = {}, {}
+
+
 # ---- HTTP ----
 
 

@@ -42,6 +42,7 @@ if str(REPO / "tests" / "pylib") not in sys.path:
 from gntest import (  # noqa: E402,F401 - re-exported for the tests
     SANITIZER_MARKERS,
     Proc,
+    TestUsers,
     as_user,
     build_dir,
     free_port,
@@ -184,46 +185,6 @@ class Home:
         r = self.capsule("images", "--format", "json")
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
-
-
-class TestUsers:
-    """Local users and groups for one pytest session, named after its pid (the plain and the
-    sanitizer runs go side by side, each with its own), made on first use and removed by
-    remove() (the capsule_users fixture calls it)."""
-
-    def __init__(self):
-        self.suffix = f"{os.getpid() % 100000}"
-        self.users, self.groups = {}, {}
-
-    def name(self, role):
-        """The login name of a role: "cst-<role><pid>"."""
-        return f"cst-{role}{self.suffix}"
-
-    def group(self, role):
-        """A group's name (made if missing): "cstg-<role><pid>"."""
-        name = f"cstg-{role}{self.suffix}"
-        if role not in self.groups:
-            subprocess.run(["groupadd", name], check=True, capture_output=True)
-            self.groups[role] = name
-        return name
-
-    def user(self, role, group=None):
-        """(uid, gid) of the role's user, made if missing, also in the group of role `group`."""
-        name = self.name(role)
-        if role not in self.users:
-            argv = ["useradd", "-M", "-N", "-g", "nogroup"]
-            if group:
-                argv += ["-G", self.group(group)]
-            subprocess.run(argv + [name], check=True, capture_output=True)
-            self.users[role] = name
-        pw = pwd.getpwnam(name)
-        return pw.pw_uid, pw.pw_gid
-
-    def remove(self):
-        for name in self.users.values():
-            subprocess.run(["userdel", name], capture_output=True)
-        for name in self.groups.values():
-            subprocess.run(["groupdel", name], capture_output=True)
 
 
 # ---- the registry ----

@@ -64,7 +64,7 @@ def token_registry(workdir):
 
 @pytest.fixture(scope="session")
 def capsule_users():
-    """Test users of this session (capsuleutil.TestUsers), removed at its end."""
-    users = cu.TestUsers()
+    """Test users of this session (gntest.TestUsers), removed at its end."""
+    users = cu.TestUsers("cst-")
     yield users
     users.remove()

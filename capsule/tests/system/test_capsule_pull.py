@@ -271,6 +271,39 @@ def test_config_limits_agree_between_pull_and_run(images, registry, home):
     assert [i["name"] for i in home.images_json()] == [name]
 
 
+def test_installed_capsule_runs_the_installed_helper(workdir):
+    """Installed (meson install's paths, here in a private mount namespace over the prefix),
+    capsule runs the capsule-pull of libexec/gpunode/, also when the bin directory is reached
+    through a symbolic link; a copy elsewhere runs the one beside it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root for a mount namespace over the install prefix")
+    build = cu.build_dir()
+    opts = {o["name"]: o["value"] for o in json.loads(subprocess.run(
+        ["meson", "introspect", str(build), "--buildoptions"], capture_output=True, text=True,
+        check=True).stdout)}
+    prefix = opts["prefix"]
+    bindir = os.path.join(prefix, opts["bindir"])
+    helper = os.path.join(prefix, opts["libexecdir"], "gpunode", "capsule-pull")
+    script = f"""set -e
+mount -t tmpfs gn-prefix {prefix}
+mkdir -p {bindir} {os.path.dirname(helper)} {prefix}/real-bin
+cp {build}/capsule/capsule-pull {helper}
+cp {build}/capsule/capsule {bindir}/capsule
+{bindir}/capsule version
+cp {build}/capsule/capsule {prefix}/real-bin/capsule
+rm -rf {bindir} && ln -s real-bin {bindir}
+{bindir}/capsule version
+"""
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"capsule {cu.VERSION} ({bindir}/capsule)", r.stdout
+    assert lines[1] == f"capsule-pull {cu.VERSION} ({helper})", r.stdout
+    assert lines[2] == f"capsule {cu.VERSION} ({prefix}/real-bin/capsule)", r.stdout
+    assert lines[3] == f"capsule-pull {cu.VERSION} ({helper})", r.stdout
+
+
 def test_two_users_share_a_cache(images, registry, workdir, capsule_users):
     uids = [capsule_users.user(u, group="share") for u in ("share-a", "share-b")]
     gid = grp.getgrnam(capsule_users.group("share")).gr_gid

@@ -113,29 +113,23 @@ def coold(workdir, request):
     assert not problems, "\n".join(problems)
 
 
-class TestUsers:
+class CoolantUsers:
     """Two local users for authorisation tests: `admin` is in `group` (coold's admin_group),
     `reader` is not."""
 
     def __init__(self):
-        suffix = f"{os.getpid() % 100000}"
-        self.group = f"gnst-adm{suffix}"
-        subprocess.run(["groupadd", self.group], check=True, capture_output=True)
-        self.names = {"reader": f"gnst-rd{suffix}", "admin": f"gnst-ad{suffix}"}
-        subprocess.run(["useradd", "-M", "-N", "-g", "nogroup", self.names["reader"]],
-                       check=True, capture_output=True)
-        subprocess.run(["useradd", "-M", "-N", "-g", "nogroup", "-G", self.group,
-                        self.names["admin"]], check=True, capture_output=True)
+        self.users = sysutil.TestUsers("gnst-")
+        self.group = self.users.group("adm")
+        self.users.user("reader")
+        self.users.user("admin", group="adm")
+        self.names = {role: self.users.name(role) for role in ("reader", "admin")}
 
     def ids(self, role):
         """(uid, gid) of a role, for sysutil.run(user=...)."""
-        pw = pwd.getpwnam(self.names[role])
-        return pw.pw_uid, pw.pw_gid
+        return self.users.user(role)
 
     def remove(self):
-        for name in self.names.values():
-            subprocess.run(["userdel", name], capture_output=True)
-        subprocess.run(["groupdel", self.group], capture_output=True)
+        self.users.remove()
 
 
 @pytest.fixture(scope="session")
@@ -144,6 +138,6 @@ def users():
         grp.getgrnam("nogroup")
     except KeyError:
         pytest.fail("group 'nogroup' missing")
-    u = TestUsers()
+    u = CoolantUsers()
     yield u
     u.remove()

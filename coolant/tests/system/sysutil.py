@@ -30,6 +30,7 @@ from gntest import (  # noqa: E402,F401 - re-exported for the tests
     SANITIZER_MARKERS,
     Proc,
     Response,
+    TestUsers,
     build_dir,
     free_port,
     http_call,

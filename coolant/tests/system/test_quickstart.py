@@ -225,3 +225,18 @@ def test_demo_refuses_a_real_controller_and_an_unsafe_config(quickstart):
         assert problem in out, out
     assert not (qs.root / "run/coolsim").exists(), "the demo started coolsim anyway"
     assert not qs.demo_socket.exists(), "the demo started its engine anyway"
+
+
+def test_quickstart_installs_the_release_build():
+    """What users install is what the benchmarks measure: meson's release build, build-release/
+    (the dir bench/ uses by default), unless QUICKSTART_BUILD names another."""
+    env = {k: v for k, v in os.environ.items() if k != "QUICKSTART_BUILD"}
+    r = subprocess.run([QUICKSTART, "--build-info"], capture_output=True, text=True, env=env,
+                       timeout=30)
+    assert r.returncode == 0 and r.stdout == "build-release release\n", (r.stdout, r.stderr)
+    for bench in ("run", "capsule/run", "gpumon/run"):
+        text = (sysutil.REPO / "bench" / bench).read_text()
+        assert "${BUILD:-$repo/build-release}" in text, bench
+    r = subprocess.run([QUICKSTART, "--build-info"], capture_output=True, text=True,
+                       env={**env, "QUICKSTART_BUILD": "/x/b"}, timeout=30)
+    assert r.stdout == "/x/b (as set up)\n", r.stdout

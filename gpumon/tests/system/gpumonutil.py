@@ -39,6 +39,7 @@ from gntest import (  # noqa: E402,F401 - re-exported for the tests
     ProcessDied,
     Proc,
     Response,
+    TestUsers,
     build_dir,
     free_port,
     need_built,

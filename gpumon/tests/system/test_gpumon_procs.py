@@ -17,11 +17,10 @@ GIB = 1 << 30
 @pytest.fixture(scope="module")
 def test_user():
     """A local user without a home, for a process that is not root's."""
-    name = f"gnmon{os.getpid() % 100000}"
-    subprocess.run(["useradd", "-M", "-N", "-g", "nogroup", name], check=True,
-                   capture_output=True)
-    yield pwd.getpwnam(name)
-    subprocess.run(["userdel", name], capture_output=True)
+    users = gu.TestUsers("gnmon-")
+    uid, _ = users.user("proc")
+    yield pwd.getpwuid(uid)
+    users.remove()
 
 
 @pytest.fixture
