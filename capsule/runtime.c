@@ -16,7 +16,6 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -387,9 +386,10 @@ static int spawn(struct run_ctx *c, int *ret_exit, unsigned *ret_flags, struct e
     if (pipe2(report, O_CLOEXEC) < 0)
         return errmsg_set(e, negative_errno(), "pipe: %m");
     _cleanup_close_ int report_r = report[0], report_w = report[1];
-    int tty[2] = {-1, -1};
-    if (s->tty && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tty) < 0)
-        return errmsg_set(e, negative_errno(), "socketpair: %m");
+    int tty[2];
+    int r = tty_channel(s->tty, tty, e);
+    if (r < 0)
+        return r;
     _cleanup_close_ int tty_r = tty[0], tty_w = tty[1];
     unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | (s->pid_ns ? CLONE_NEWPID : 0) |
                           (s->hostname ? CLONE_NEWUTS : 0);
@@ -407,7 +407,7 @@ static int spawn(struct run_ctx *c, int *ret_exit, unsigned *ret_flags, struct e
     close(TAKE_FD(report_w));
     if (tty_w >= 0)
         close(TAKE_FD(tty_w));
-    int r = supervise(pid, report_r, tty_r, s, ret_exit, ret_flags, e);
+    r = supervise(pid, report_r, tty_r, s, ret_exit, ret_flags, e);
     /* A mount refused in the namespace: say why when AppArmor is the likely reason. */
     if (r == -EPERM && e && !strstr(e->text, "AppArmor") &&
         read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
@@ -615,9 +615,9 @@ int runtime_exec(pid_t pid, const struct runtime_exec_spec *spec, int *ret_exit,
     if (pipe2(report, O_CLOEXEC) < 0)
         return errmsg_set(e, negative_errno(), "pipe: %m");
     _cleanup_close_ int report_r = report[0], report_w = report[1];
-    int tty[2] = {-1, -1};
-    if (spec->tty && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tty) < 0)
-        return errmsg_set(e, negative_errno(), "socketpair: %m");
+    int tty[2];
+    if ((r = tty_channel(spec->tty, tty, e)) < 0)
+        return r;
     _cleanup_close_ int tty_r = tty[0], tty_w = tty[1];
     struct sig_state st;
     sig_enter(&st);

@@ -18,6 +18,14 @@ bool tty_wanted(bool force)
     return force || (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO));
 }
 
+int tty_channel(bool want, int fds[2], struct errmsg *e)
+{
+    fds[0] = fds[1] = -1;
+    if (want && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
+        return errmsg_set(e, negative_errno(), "socketpair: %m");
+    return 0;
+}
+
 static int send_fd(int sock, int fd)
 {
     char byte = 't';

@@ -17,6 +17,10 @@
  * terminals (an interactive run; redirected output keeps its bytes as they are). */
 bool tty_wanted(bool force);
 
+/* The socket pair that carries the master from the container to capsule: fds[0] capsule's end,
+ * fds[1] the container's; both -1 without want. 0 or -errno with a message. */
+int tty_channel(bool want, int fds[2], struct errmsg *e);
+
 /* In the container, in the process about to exec the command: opens a new terminal on the
  * container's /dev/ptmx, sends its master over sock (SCM_RIGHTS) and closes sock, starts a new
  * session with the terminal as its controlling terminal, and puts it on stdin, stdout and
