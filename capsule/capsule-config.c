@@ -195,6 +195,14 @@ int capsule_config_load(const char *system_path, const char *user_path, struct c
     if ((r = apply_file(system_path ? system_path : "/etc/capsule.conf", &c, 0, e)) < 0 ||
         (r = apply_file(user_path, &c, 1, e)) < 0)
         goto fail;
+    const char *slash = strrchr(user_path, '/');
+    c.user_config_dir = slash && slash != user_path
+                            ? strndup(user_path, (size_t)(slash - user_path))
+                            : strdup(slash ? "/" : ".");
+    if (!c.user_config_dir) {
+        r = -ENOMEM;
+        goto fail;
+    }
     *ret = c;
     return 0;
 fail:
@@ -206,6 +214,7 @@ fail:
 
 void capsule_config_done(struct capsule_config *c)
 {
+    free(c->user_config_dir);
     free(c->cache_dir);
     free(c->data_dir);
     strv_free(c->insecure_registries);

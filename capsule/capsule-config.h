@@ -41,6 +41,7 @@ struct capsule_config {
     bool remap_root;
     uint64_t max_layer_size; /* bytes; 0 = no limit */
     char *loaded_from[2];    /* the files that were read, NULL if not */
+    char *user_config_dir;   /* the folder of the user's file, read or not */
 };
 
 /* Loads the defaults and the files. system_path/user_path NULL = the standard paths; a missing

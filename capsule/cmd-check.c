@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -57,6 +58,11 @@ static void check_shared(const char *dir)
     if (stat(dir, &st) < 0 || (st.st_uid == geteuid() && !(st.st_mode & S_IWGRP)))
         return;
     struct group *g = getgrgid(st.st_gid);
+    /* A user's own private group (umask 002 makes directories group-writable) shares nothing. */
+    struct passwd *pw = getpwuid(geteuid());
+    if (st.st_uid == geteuid() && g && pw && strcmp(g->gr_name, pw->pw_name) == 0 &&
+        (!g->gr_mem[0] || (strcmp(g->gr_mem[0], pw->pw_name) == 0 && !g->gr_mem[1])))
+        return;
     printf("%-4s %-22s %s is shared (group %s): images another member pulled run from a copy "
            "(a slower start), and not at all if they hold files only that member may read; "
            "every member can change what the others run; gc is for its owner or root\n",

@@ -307,11 +307,15 @@ static int run_detached(struct cli_ctx *ctx, struct store *st, struct container 
         printf("%s\n", c->name);
         return 0;
     }
-    /* It did not start: the runner is ending (or has), and says no more. */
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+    /* It did not start: the runner is ending (or has), and its status says how (126 not
+     * executable, 127 not found, 125 otherwise), as in the foreground. */
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
+    int code = WIFEXITED(status) && WEXITSTATUS(status) >= LAUNCH_EXIT_FAILED ? WEXITSTATUS(status)
+                                                                              : LAUNCH_EXIT_FAILED;
     if (r >= 0 && n > 0)
-        return cli_fail("%s", said), LAUNCH_EXIT_FAILED;
+        return cli_fail("%s", said), code;
     _cleanup_free_ char *log = container_log_path(ctx->config.data_dir, c->name);
     return cli_fail("the container did not start; see %s", log ? log : "its log"),
            LAUNCH_EXIT_FAILED;

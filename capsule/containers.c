@@ -167,6 +167,12 @@ static int mkdir_p(const char *path, mode_t mode)
     return mkdir(p, mode) < 0 && errno != EEXIST ? -errno : 0;
 }
 
+int containers_mkdir_p(const char *path, struct errmsg *e)
+{
+    int r = mkdir_p(path, 0700);
+    return r < 0 ? errmsg_set(e, r, "cannot create %s: %s", path, strerror(-r)) : 0;
+}
+
 int containers_dir_ensure(const char *data_dir, struct errmsg *e)
 {
     _cleanup_free_ char *dir = NULL;

@@ -49,6 +49,9 @@ int container_name_check(const char *name, struct errmsg *e);
  * message. */
 int containers_dir_ensure(const char *data_dir, struct errmsg *e);
 
+/* mkdir -p path, new directories 0700. 0 or -errno with a message. */
+int containers_mkdir_p(const char *path, struct errmsg *e);
+
 /* DATA/containers/NAME, malloc'd. */
 char *container_dir(const char *data_dir, const char *name);
 

@@ -193,6 +193,11 @@ _Noreturn void init_exec_command(const struct init_command *c)
         int r = tty_child_attach(c->tty_sock, c->tty_all, &e);
         if (r < 0)
             fail(c, r, 125, "%s", e.text);
+    } else if (isatty(STDIN_FILENO) && getsid(0) != getpid()) {
+        /* The caller's terminal as stdin, without a terminal of its own: in a session of its
+         * own the command cannot make it its controlling terminal, so it cannot push input
+         * into the caller's shell (TIOCSTI). Ctrl-C still reaches it, forwarded by capsule. */
+        setsid();
     }
     if (c->fake_ids) {
         struct errmsg e = {{0}};
@@ -243,6 +248,15 @@ _Noreturn void init_supervise(pid_t pid, bool reap_all)
     }
 }
 
+void init_null_stdio(void)
+{
+    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int i = 0; fd >= 0 && i < 3; i++)
+        dup2(fd, i);
+    if (fd > 2)
+        close(fd);
+}
+
 _Noreturn void init_run(const struct init_command *c)
 {
     /* vfork: the init only waits meanwhile, and copying its page tables would cost more than
@@ -253,8 +267,12 @@ _Noreturn void init_run(const struct init_command *c)
     if (pid == 0)
         init_exec_command(c);
     /* The parent reads EOF once the command's execve closed the last other copy. The init
-     * lives as long as the container: it keeps none of capsule's other files either. */
+     * lives as long as the container: it keeps none of capsule's other files either, nor the
+     * caller's terminal once the command has one of its own (a root of the container could read
+     * the keys typed there through /proc/1/fd/0). */
     close(c->report_fd);
     close_range(3, ~0U, 0);
+    if (c->tty_sock >= 0)
+        init_null_stdio();
     init_supervise(pid, true);
 }

@@ -53,6 +53,10 @@ bool init_terminal_reached(pid_t pid);
 /* Exit code for a wait status: the exit status, or 128+N when killed by signal N. */
 int init_exit_code(int status);
 
+/* /dev/null on stdin, stdout and stderr: for a supervising process that must not keep the
+ * caller's terminal. */
+void init_null_stdio(void);
+
 /* Sends a failure report (best effort: the pipe is large enough for one report). */
 void init_report(int fd, int err, unsigned flags, const char *msg);
 

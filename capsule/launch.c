@@ -26,7 +26,8 @@ struct launch_state {
     struct spec_result spec;
     struct mount_entry *mounts;
     size_t n_mounts;
-    char **protect; /* canonical cache and data directories, for run_spec.protect */
+    char **protect;       /* canonical cache, data and config directories, for run_spec.protect */
+    size_t n_user_mounts; /* mounts[0..n): the config's and the user's (the GPU's follow) */
 };
 
 static void launch_state_done(struct launch_state *s)
@@ -44,21 +45,42 @@ static void launch_state_done(struct launch_state *s)
     strv_free(s->protect);
 }
 
-/* What no container may change: the image cache (every container's layers and the records
- * naming them) and the named containers' directory (their settings and writable layers). */
-static int collect_protected(struct store *st, const struct launch_request *req,
-                             struct launch_state *s, struct errmsg *e)
+/* Whether path is dir or lies below it (both canonical). */
+static bool path_within(const char *path, const char *dir)
 {
-    const char *dirs[] = {store_root(st), req->config->data_dir};
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/' || n == 1);
+}
+
+/* What no container may change: the image cache (every container's layers and the records
+ * naming them), the named containers' directory (their settings and writable layers) and the
+ * user's capsule settings (which name the cache, and hold credentials). The latter two are made
+ * when missing, or a container could plant them. A --mount (or config mount) of something in
+ * them is made read-only. */
+static int protect_capsule_state(struct store *st, const struct launch_request *req,
+                                 struct launch_state *s, struct errmsg *e)
+{
+    const struct capsule_config *cfg = req->config;
+    const char *dirs[] = {store_root(st), cfg->data_dir, cfg->user_config_dir};
     if (!(s->protect = strv_new()))
         return errmsg_set(e, -ENOMEM, "out of memory");
-    int r = req->config->data_dir ? containers_dir_ensure(req->config->data_dir, e) : 0;
+    int r = cfg->data_dir ? containers_dir_ensure(cfg->data_dir, e) : 0;
+    if (r >= 0 && cfg->user_config_dir)
+        r = containers_mkdir_p(cfg->user_config_dir, e);
     if (r < 0)
         return r;
     for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
         char real[PATH_MAX];
         if (dirs[i] && realpath(dirs[i], real) && strv_push(&s->protect, real) < 0)
             return errmsg_set(e, -ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < s->n_user_mounts; i++) {
+        char real[PATH_MAX];
+        if (!realpath(s->mounts[i].source, real))
+            continue;
+        for (size_t k = 0; s->protect[k]; k++)
+            if (path_within(real, s->protect[k]))
+                s->mounts[i].flags |= MOUNT_RO;
     }
     return 0;
 }
@@ -143,6 +165,7 @@ static int collect_mounts(struct launch_state *s, const struct launch_request *r
     int r = add_mount_strings(s, req->config->mounts, e);
     if (r >= 0)
         r = add_mount_strings(s, req->c->mounts, e);
+    s->n_user_mounts = s->n_mounts;
     for (size_t i = 0; r >= 0 && i < s->gpu.n_mounts; i++)
         r = add_mount(s, &s->gpu.mounts[i]);
     return r;
@@ -192,19 +215,32 @@ int launch_exit_code(int r, const struct errmsg *e)
     return LAUNCH_EXIT_FAILED;
 }
 
+/* Where a copy of the image goes, made only when one is (rootfs = copy, or auto when overlayfs is
+ * refused): in the cache, under a lock, so that gc removes what a killed run leaves there. */
+struct scratch {
+    struct store *st;
+    char *dir;
+    int lock;
+};
+
+static int make_scratch(void *userdata, const char **ret_dir, struct errmsg *e)
+{
+    struct scratch *sc = userdata;
+    int r = store_scratch_new(sc->st, &sc->dir, &sc->lock, e);
+    /* A cache this user may only read (a node's, kept by an admin): $TMPDIR, as before. */
+    if (r == -EACCES || r == -EROFS || r == -EPERM) {
+        *ret_dir = NULL;
+        return 0;
+    }
+    *ret_dir = sc->dir;
+    return r;
+}
+
 static int run(struct store *st, struct launch_state *s, const struct launch_request *req,
                int *ret_exit, struct errmsg *e)
 {
     const struct container *c = req->c;
-    /* Where a copy of the image would go (rootfs = copy, or auto when overlayfs is refused): in
-     * the cache, under a lock, so that gc removes what a killed run leaves there. */
-    _cleanup_free_ char *scratch = NULL;
-    int scratch_lock = -1;
-    if (req->config->rootfs_mode != RUNTIME_ROOTFS_OVERLAY) {
-        int r = store_scratch_new(st, &scratch, &scratch_lock, e);
-        if (r < 0)
-            return r;
-    }
+    struct scratch scratch = {.st = st, .lock = -1};
     struct run_spec spec = {
         .layers = s->layer_dirs,
         .n_layers = s->n_layers,
@@ -228,14 +264,16 @@ static int run(struct store *st, struct launch_state *s, const struct launch_req
         .n_links = s->gpu.n_links,
         .run_ldconfig = s->gpu.n_gpus > 0,
         .ld_library_dir = s->gpu.lib_dir,
-        .scratch_dir = scratch,
+        .make_scratch = make_scratch,
+        .scratch_userdata = &scratch,
         .protect = s->protect,
         .on_started = req->on_started,
         .userdata = req->userdata,
     };
     int r = runtime_run(&spec, ret_exit, e);
-    if (scratch)
-        store_scratch_remove(st, scratch, scratch_lock);
+    if (scratch.dir)
+        store_scratch_remove(st, scratch.dir, scratch.lock);
+    free(scratch.dir);
     return r;
 }
 
@@ -247,7 +285,7 @@ int launch_container(struct store *st, const struct launch_request *req, int *re
     if ((r = hold_layers(st, req->c, &s, e)) < 0 ||
         (r = read_image_config(st, req->c, &s.img, e)) < 0 || (r = plan_gpus(&s, req, e)) < 0 ||
         (r = build_spec(&s, req, e)) < 0 || (r = collect_mounts(&s, req, e)) < 0 ||
-        (r = collect_protected(st, req, &s, e)) < 0 || (r = run(st, &s, req, ret_exit, e)) < 0)
+        (r = protect_capsule_state(st, req, &s, e)) < 0 || (r = run(st, &s, req, ret_exit, e)) < 0)
         *ret_exit = launch_exit_code(r, e);
     launch_state_done(&s);
     return r;

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,15 +44,52 @@ static size_t ancestors_of(const char *path, struct ancestor *out, size_t max)
     return n;
 }
 
-/* Covers path where one bind shows it, when it does. Returns 1 if it did, 0 if not, -errno. */
-static int protect_at(int root_fd, const char *path, const struct stat *want, const char *inside)
+/* Binds the directory at inside onto itself (with what is mounted below it): a mount point
+ * cannot be renamed or removed (EBUSY), so nobody can move it aside and put another in its place.
+ */
+static int pin_dir(int root_fd, const char *inside)
+{
+    _cleanup_close_ int t = mounts_open_in_root(root_fd, inside, O_PATH | O_DIRECTORY, 0);
+    if (t < 0)
+        return t;
+    _cleanup_close_ int tree =
+        open_tree(t, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+    if (tree < 0 ||
+        move_mount(tree, "", t, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        return negative_errno();
+    return 0;
+}
+
+/* Whether inside (a path in the root) is the very directory want: an image's link or a later
+ * mount may have put something else at that path, and that is not ours to cover. */
+static bool shows(int root_fd, const char *inside, const struct stat *want)
 {
     _cleanup_close_ int t = mounts_open_in_root(root_fd, inside, O_PATH | O_DIRECTORY, 0);
     struct stat st;
-    /* Only the very directory: an image's link or a later mount may have put something else at
-     * that path, and that is not ours to cover. */
-    if (t < 0 || fstat(t, &st) < 0 || st.st_dev != want->st_dev || st.st_ino != want->st_ino)
+    return t >= 0 && fstat(t, &st) == 0 && st.st_dev == want->st_dev && st.st_ino == want->st_ino;
+}
+
+/* Covers path where one bind shows it (at inside, below the bind's target), when it does: every
+ * directory from the target down to it pinned, so that none can be renamed to swap in another
+ * cache (mv ~/.cache ~/.old; cp -a ~/.old ~/.cache), then path itself read-only. Returns 1 if it
+ * did, 0 if not, -errno. */
+static int protect_at(int root_fd, const char *path, const struct stat *want, const char *target,
+                      const char *inside)
+{
+    if (!shows(root_fd, inside, want))
         return 0;
+    char dir[PATH_MAX];
+    size_t skip = strcmp(target, "/") == 0 ? 0 : strlen(target);
+    for (const char *p = inside + skip + 1; (p = strchr(p, '/')); p++) {
+        snprintf(dir, sizeof(dir), "%.*s", (int)(p - inside), inside);
+        int r = pin_dir(root_fd, dir);
+        if (r < 0)
+            return r;
+    }
+    /* Opened after the pins: an fd from before would lead below them, where a mount is hidden. */
+    _cleanup_close_ int t = mounts_open_in_root(root_fd, inside, O_PATH | O_DIRECTORY, 0);
+    if (t < 0)
+        return t;
     int r = mounts_bind(path, t, true, true);
     return r < 0 ? r : 1;
 }
@@ -75,7 +113,7 @@ int mounts_protect(int root_fd, char *const *paths, const struct mounts_bind_rec
                 if (snprintf(inside, sizeof(inside), "%s%s", strcmp(t, "/") == 0 ? "" : t,
                              paths[p] + up[a].len) >= (int)sizeof(inside))
                     break;
-                int r = protect_at(root_fd, paths[p], &want, inside[0] ? inside : "/");
+                int r = protect_at(root_fd, paths[p], &want, t, inside);
                 if (r < 0)
                     return errmsg_set(e, r, "keep '%s' read-only at '%s': %s", paths[p], inside,
                                       strerror(-r));

@@ -697,18 +697,15 @@ int mounts_setup(int root_fd, const struct mounts_plan *p, const struct mounts_h
         goto out;
     if ((r = setup_spec(&s, spec, host, e)) < 0 || (r = check_standard(&s, e)) < 0)
         goto out;
-    int protected = mounts_protect(root_fd, spec->protect, s.binds, s.n_binds, e);
-    if (protected < 0) {
-        r = protected;
+    if ((r = mounts_protect(root_fd, spec->protect, s.binds, s.n_binds, e)) < 0)
         goto out;
-    }
     if (spec->cwd && strcmp(spec->cwd, "/") != 0) {
         /* Docker creates a missing WorkingDir; a failure shows later as a chdir error. */
         int fd = mounts_make_in_root(root_fd, &s.own, spec->cwd, true, true);
         if (fd >= 0)
             close(fd);
     }
-    r = protected;
+    r = 0;
 out:
     free(s.binds);
     return r;

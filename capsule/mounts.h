@@ -103,8 +103,7 @@ int mounts_protect(int root_fd, char *const *paths, const struct mounts_bind_rec
                    size_t n_binds, struct errmsg *e);
 
 /* Sets up everything below the root (see runtime.h for the list and order), keeps spec->protect
- * read-only (mounts_protect) and creates the working directory when missing. Returns how many
- * protecting binds it made (the caller then locks them, see runtime.c), or -errno with a message
- * naming the mount. */
+ * read-only (mounts_protect; the caller then locks the mounts, see runtime.c) and creates the
+ * working directory when missing. 0 or -errno with a message naming the mount. */
 int mounts_setup(int root_fd, const struct mounts_plan *p, const struct mounts_host_root *host,
                  struct errmsg *e);

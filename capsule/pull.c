@@ -19,7 +19,7 @@
 #include "progress.h"
 #include "unpack.h"
 
-/* Image configs are a few KiB; anything near this is not one. */
+/* Layers fetched at once at the most (parallel_downloads). */
 #define PULL_PARALLEL_MAX 32u
 
 const char *pull_host_architecture(void)

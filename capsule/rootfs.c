@@ -254,7 +254,14 @@ int rootfs_make_readonly(struct errmsg *e)
 int rootfs_copy_prepare(const struct run_spec *spec, const char *why, char **ret_dir,
                         struct errmsg *e)
 {
-    const char *scratch = spec->scratch_dir ? spec->scratch_dir : getenv("TMPDIR");
+    const char *scratch = spec->scratch_dir;
+    if (!scratch && spec->make_scratch) {
+        int r = spec->make_scratch(spec->scratch_userdata, &scratch, e);
+        if (r < 0)
+            return r;
+    }
+    if (!scratch)
+        scratch = getenv("TMPDIR");
     if (!scratch || !*scratch)
         scratch = "/tmp";
     _cleanup_free_ char *dir = NULL;

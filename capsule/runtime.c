@@ -349,10 +349,11 @@ static _Noreturn void child_main(const struct run_ctx *c, int alive_fd, int repo
         /* Layers of another user (a cache shared by a node) show unmapped owners: the overlay
          * cannot create mount points or generated files in their directories, a copy can. */
         refused = !c->copy_dir && (r == -EACCES || r == -EOVERFLOW);
-        int protected = r;
         if (r >= 0)
             r = rootfs_pivot(root_fd, &e);
-        if (r >= 0 && protected > 0)
+        /* Always: a later mount may cover the cache where no protecting bind could be made,
+         * and only a locked mount stays where it is (--mount X:$HOME/.cache, then umount). */
+        if (r >= 0)
             r = lock_mounts(id, &e);
     }
     if (r < 0)
@@ -600,6 +601,8 @@ static _Noreturn void exec_child(const struct exec_target *t, const struct init_
         init_exec_command(cmd);
     close(cmd->report_fd);
     close_range(3, ~0U, 0);
+    if (cmd->tty_sock >= 0)
+        init_null_stdio();
     init_supervise(pid, false);
 }
 

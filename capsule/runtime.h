@@ -65,6 +65,10 @@ struct run_spec {
     bool writable;
     enum runtime_rootfs_mode rootfs_mode;
     const char *scratch_dir; /* for the copy fallback's merged tree; NULL = $TMPDIR or /tmp */
+    /* When set, asked for that directory instead, once and only when a copy is made; its answer
+     * (NULL: $TMPDIR or /tmp) stays the callee's. 0 or -errno with a message. */
+    int (*make_scratch)(void *userdata, const char **ret_dir, struct errmsg *e);
+    void *scratch_userdata;
 
     /* Identity and namespaces. */
     bool remap_root;       /* uid/gid 0 inside; else the caller's */

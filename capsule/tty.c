@@ -15,7 +15,10 @@
 
 bool tty_wanted(bool force)
 {
-    return force || (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO));
+    /* A background job (capsule run ... &) must not take the terminal: raw mode and reading it
+     * would stop the job (SIGTTOU, SIGTTIN) although its command may never read. */
+    return force ||
+           (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp());
 }
 
 int tty_channel(bool want, int fds[2], struct errmsg *e)

@@ -14,7 +14,8 @@
 #include "errmsg.h"
 
 /* Whether the command gets a terminal: always with force (-t), else when stdin and stdout are
- * terminals (an interactive run; redirected output keeps its bytes as they are). */
+ * terminals and capsule is in the foreground (an interactive run; redirected output keeps its
+ * bytes as they are). */
 bool tty_wanted(bool force);
 
 /* The socket pair that carries the master from the container to capsule: fds[0] capsule's end,

@@ -202,7 +202,8 @@ def test_cache_is_read_only_inside(images, registry, workdir):
     mounts (~/.cache/capsule, ~/.local/share/capsule): no container may change them, nor a root
     of the container (--remap-root --writable) undo that, however it reaches them."""
     home = cu.Home(workdir / "u")
-    env = {"XDG_CACHE_HOME": "", "XDG_DATA_HOME": ""}  # capsule's defaults, below $HOME
+    # capsule's defaults, below $HOME
+    env = {"XDG_CACHE_HOME": "", "XDG_DATA_HOME": "", "XDG_CONFIG_HOME": ""}
     images.push("multi", registry.host, "multi:1")
     name = f"{registry.host}/multi:1"
     ok(home.capsule("pull", "-q", name, env=env))
@@ -235,6 +236,25 @@ def test_cache_is_read_only_inside(images, registry, workdir):
         assert r.stdout == "done\n" and "Read-only file system" in r.stderr, r
     finally:
         ok(home.capsule("rm", "-f", "guarded", env=env))
+    # Nor by moving a directory above them aside and putting a copy in its place, nor by
+    # rewriting capsule's settings (which name the cache), nor under a mount that covers them.
+    swap = (f"cd {home.home} && mv .cache .cache.old; mv .local .local.old; "
+            f"echo 'cache_dir = /tmp' > .config/capsule/capsule.conf; mv .config .config.old; "
+            "echo done")
+    r = home.capsule("run", "--remap-root", name, "-c", swap, env=env)
+    assert r.stdout == "done\n", r
+    assert r.stderr.count("resource busy") == 3 and "Read-only" in r.stderr, r.stderr
+    assert not (home.home / ".config" / "capsule" / "capsule.conf").exists()
+    cover = workdir / "cover"
+    cover.mkdir()
+    r = home.capsule("run", "--remap-root", "--mount", f"{cover}:{home.home}/.cache", name, "-c",
+                     f"busybox umount {home.home}/.cache; touch {layer}/planted; echo done",
+                     env=env)
+    assert r.stdout == "done\n" and "Invalid argument" in r.stderr, r
+    # A --mount of something inside the cache is read-only too.
+    r = home.capsule("run", "--no-home", "--mount", f"{cache}/layers:/l", name, "-c",
+                     "touch /l/planted; echo done", env=env)
+    assert r.stdout == "done\n" and "Read-only file system" in r.stderr, r
     assert sorted(str(p) for p in cache.rglob("*")) == before
     # A writable named container's own layer (in the protected data directory) still works.
     ok(home.capsule("create", "--name", "keeps", "--writable", name, "-c",
@@ -339,6 +359,22 @@ def test_interactive_run_has_a_terminal(env):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.replace("\r", "").endswith(
         "/dev/pts/0\ngot hi\n"), (r.returncode, r.stdout, r.stderr)
+    # With a terminal of its own, the command's init (--pid) keeps none of the caller's, whose
+    # keys a root of the container could otherwise read through /proc/1/fd/0.
+    t = Terminal([cu.capsule_binary(), "run", "--pid", "--remap-root", "--no-home", name, "-c",
+                  "echo init=$(readlink /proc/1/fd/0)"], full)
+    t.read_until("init=/dev/null")
+    assert t.close()[0] == 0
+    # The caller's terminal as stdin but no terminal of its own (output to a pipe): the command
+    # is in a session of its own, so it cannot push input into the caller's shell (TIOCSTI).
+    master, slave = os.openpty()
+    r = subprocess.run([cu.capsule_binary(), "run", "--no-home", name, "-c",
+                        "echo $$ $(cut -d' ' -f6 /proc/self/stat)"], env=full, stdin=slave,
+                       capture_output=True, text=True, timeout=60)
+    os.close(slave)
+    os.close(master)
+    pid, sid = r.stdout.split()
+    assert r.returncode == 0 and sid == pid, r.stdout
     # -it, as Docker users type it.
     t = Terminal([cu.capsule_binary(), "run", "-it", "--no-home", name, "-c",
                   "read line; echo got $line"], full)
@@ -356,6 +392,22 @@ def test_interactive_run_has_a_terminal(env):
         assert t.close()[0] == 0
     finally:
         ok(home.capsule("rm", "-f", "term"))
+
+
+def test_read_only_cache_runs(images, registry, workdir, capsule_users):
+    """A cache the user may only read (a node's, kept by root) runs its images: the copy that
+    another user's layers need goes to $TMPDIR when the cache takes no scratch directory."""
+    shared = cu.Home(workdir / "node")
+    images.push("multi", registry.host, "multi:1")
+    name = f"{registry.host}/multi:1"
+    ok(shared.capsule("pull", "-q", name))
+    subprocess.run(["chmod", "-R", "a+rX,go-w", str(workdir)], check=True)
+    uid, gid = capsule_users.user("reader")
+    user = cu.Home(workdir / "reader", owner=(uid, gid))
+    user.write_config(cache_dir=str(shared.cache))
+    r = user.capsule("run", "--no-home", name, "-c", "cat /etc/hello",
+                     env={"TMPDIR": str(user.root)})
+    assert r.returncode == 0 and r.stdout == "changed\n", (r.returncode, r.stderr)
 
 
 def test_ordinary_user_identity(env, workdir, capsule_users):
@@ -549,7 +601,7 @@ def test_detached_run(env):
     assert ok(home.capsule("logs", made)).stdout == "anon\n"
     # A command that cannot start is reported here, not only in the log.
     r = home.capsule("run", "-d", "--no-home", "--entrypoint", "/no/such", name)
-    assert r.returncode == 127 or r.returncode == 125, (r.returncode, r.stderr)
+    assert r.returncode == 127, (r.returncode, r.stderr)
     assert "/no/such" in r.stderr, r.stderr
     r = home.capsule("logs", "never-ran")
     assert r.returncode == 1 and "no log of a container 'never-ran'" in r.stderr, r.stderr
