@@ -52,8 +52,10 @@ static char *expand_home(const char *v)
 
 static int set_defaults(struct capsule_config *c)
 {
-    *c = (struct capsule_config){
-        .parallel_downloads = 4, .retries = 4, .max_layer_size = CAPSULE_LAYER_SIZE_DEFAULT};
+    *c = (struct capsule_config){.parallel_downloads = 4,
+                                 .retries = 4,
+                                 .max_layer_size = CAPSULE_LAYER_SIZE_DEFAULT,
+                                 .max_unpacked_size = CAPSULE_UNPACKED_SIZE_DEFAULT};
     c->cache_dir = xdg_dir("XDG_CACHE_HOME", ".cache");
     c->data_dir = xdg_dir("XDG_DATA_HOME", ".local/share");
     char *cfg = xdg_dir("XDG_CONFIG_HOME", ".config");
@@ -146,6 +148,10 @@ static int apply_numbers(struct config *f, struct capsule_config *c, struct errm
         return r;
     c->retries = (unsigned)v;
     r = config_get_size(f, SECTION, "max_layer_size", c->max_layer_size, &c->max_layer_size, e);
+    if (r < 0)
+        return r;
+    r = config_get_size(f, SECTION, "max_unpacked_size", c->max_unpacked_size,
+                        &c->max_unpacked_size, e);
     if (r < 0)
         return r;
     return config_get_bool(f, SECTION, "remap_root", c->remap_root, &c->remap_root, e);

@@ -16,6 +16,8 @@
  *   remap_root = yes|no         default no
  *   max_layer_size = SIZE       the largest layer a pull takes, as its manifest declares it
  *                               (512M, 64G: powers of 1024); 0 = no limit; default 64G
+ *   max_unpacked_size = SIZE    the most one layer's files may hold once unpacked; 0 = no
+ *                               limit; default 256G
  *
  * "~/" and "$HOME/" at the start of a path are expanded. Unknown keys are errors. */
 #pragma once
@@ -39,9 +41,10 @@ struct capsule_config {
     enum runtime_rootfs_mode rootfs_mode;
     char **mounts; /* "SRC:DST[:ro]", NULL-terminated, never NULL */
     bool remap_root;
-    uint64_t max_layer_size; /* bytes; 0 = no limit */
-    char *loaded_from[2];    /* the files that were read, NULL if not */
-    char *user_config_dir;   /* the folder of the user's file, read or not */
+    uint64_t max_layer_size;    /* bytes; 0 = no limit */
+    uint64_t max_unpacked_size; /* bytes; 0 = no limit */
+    char *loaded_from[2];       /* the files that were read, NULL if not */
+    char *user_config_dir;      /* the folder of the user's file, read or not */
 };
 
 /* Loads the defaults and the files. system_path/user_path NULL = the standard paths; a missing

@@ -87,6 +87,7 @@ int cmd_pull(int argc, char **argv, struct cli_ctx *ctx)
     cli_registry_opts(ctx, &o.registry);
     o.parallel = ctx->config.parallel_downloads;
     o.max_layer_size = ctx->config.max_layer_size;
+    o.max_unpacked_size = ctx->config.max_unpacked_size;
 
     struct errmsg e = {{0}};
     struct image_ref ref = {0};

@@ -186,7 +186,7 @@ static int layer_unpack(struct pull_ctx *c, const char *digest, struct errmsg *e
     r = store_layer_tmpdir(c->s, digest, &tmp, e);
     if (r < 0)
         return r;
-    r = unpack_layer(fd, tmp, NULL, e);
+    r = unpack_layer_bounded(fd, tmp, c->o->max_unpacked_size, CAPSULE_UNPACK_RESERVE, NULL, e);
     if (r >= 0)
         r = store_layer_commit(c->s, digest, tmp, e);
     if (r < 0) {

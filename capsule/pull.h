@@ -25,6 +25,9 @@ struct pull_opts {
     /* The largest layer to take, as the manifest declares it (bytes; 0 = no limit). A download
      * never grows past the declared size, so this bounds what a registry can make us write. */
     uint64_t max_layer_size;
+    /* What one layer's files may hold once unpacked (bytes; 0 = no limit); an unpack also stops
+     * short of the cache's last CAPSULE_UNPACK_RESERVE of free space. */
+    uint64_t max_unpacked_size;
 };
 
 /* Pulls ref into s. Layers already in the store are neither fetched nor unpacked again. Before

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -51,6 +52,8 @@ struct unpack {
     char path[PATH_MAX]; /* prefix + "/" + rel */
     char link[PATH_MAX]; /* prefix + "/" + hard link target */
     struct unpack_stats stats;
+    uint64_t max_bytes, reserve_bytes; /* unpack_layer_bounded's; 0 = none */
+    uint64_t checked_at;               /* stats.bytes when free space was last checked */
     struct errmsg *e;
 };
 
@@ -301,6 +304,31 @@ static int read_error(struct unpack *u, const char *where)
                       archive_error_string(u->in) ?: "cannot read the archive");
 }
 
+/* A size for a message, in MiB below a GiB, else in GiB. */
+static double size_in(uint64_t bytes, const char **ret_unit)
+{
+    bool gib = bytes >= (1u << 30);
+    *ret_unit = gib ? "GiB" : "MiB";
+    return (double)bytes / (gib ? (1u << 30) : (1u << 20));
+}
+
+/* Every 64 MiB written: is the reserve of free space still there? */
+static int check_reserve(struct unpack *u)
+{
+    struct statvfs v;
+    if (!u->reserve_bytes || u->stats.bytes - u->checked_at < (64u << 20))
+        return 0;
+    u->checked_at = u->stats.bytes;
+    if (fstatvfs(u->dest_fd, &v) < 0 || (uint64_t)v.f_bavail * v.f_frsize >= u->reserve_bytes)
+        return 0;
+    const char *unit;
+    double n = size_in(u->reserve_bytes, &unit);
+    return errmsg_set(u->e, -ENOSPC,
+                      "layer entry '%s': %s: less than %.1f %s would be left free on the "
+                      "cache's file system",
+                      u->name, strerror(ENOSPC), n, unit);
+}
+
 static int copy_data(struct unpack *u)
 {
     for (;;) {
@@ -315,9 +343,20 @@ static int copy_data(struct unpack *u)
             snprintf(where, sizeof(where), "entry '%s'", u->name);
             return read_error(u, where);
         }
+        if (u->max_bytes && u->stats.bytes + size > u->max_bytes) {
+            const char *unit;
+            double n = size_in(u->max_bytes, &unit);
+            return errmsg_set(u->e, -EFBIG,
+                              "layer entry '%s': the layer unpacks to more than %.1f %s "
+                              "(max_unpacked_size in capsule.conf)",
+                              u->name, n, unit);
+        }
         if (archive_write_data_block(u->out, buf, size, offset) != ARCHIVE_OK)
             return write_error(u);
         u->stats.bytes += size;
+        int k = check_reserve(u);
+        if (k < 0)
+            return k;
     }
 }
 
@@ -422,7 +461,14 @@ static int unpack_entries(struct unpack *u)
 
 int unpack_layer(int fd, const char *dest, struct unpack_stats *ret_stats, struct errmsg *e)
 {
-    _cleanup_(unpack_done) struct unpack u = {.dest_fd = -1, .e = e};
+    return unpack_layer_bounded(fd, dest, 0, 0, ret_stats, e);
+}
+
+int unpack_layer_bounded(int fd, const char *dest, uint64_t max_bytes, uint64_t reserve_bytes,
+                         struct unpack_stats *ret_stats, struct errmsg *e)
+{
+    _cleanup_(unpack_done) struct unpack u = {
+        .dest_fd = -1, .max_bytes = max_bytes, .reserve_bytes = reserve_bytes, .e = e};
     u.prefix = realpath(dest, NULL);
     if (!u.prefix)
         return errmsg_set(e, negative_errno(), "layer destination '%s': %m", dest);

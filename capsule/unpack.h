@@ -30,6 +30,12 @@ struct unpack_stats {
  * write errors naming the entry. On failure dest holds a partial tree: the caller removes it. */
 int unpack_layer(int fd, const char *dest, struct unpack_stats *ret_stats, struct errmsg *e);
 
+/* The same, bounded: a layer whose files hold more than max_bytes (0: no bound) is refused with
+ * -EFBIG, and so is going on once dest's file system has less than reserve_bytes free (-ENOSPC):
+ * a few KiB of compressed zeros can expand to fill any disk. */
+int unpack_layer_bounded(int fd, const char *dest, uint64_t max_bytes, uint64_t reserve_bytes,
+                         struct unpack_stats *ret_stats, struct errmsg *e);
+
 /* Applies one unpacked layer (overlay format, as unpack_layer writes it) on top of target, the
  * way overlayfs would show it: a whiteout deletes target's entry, an opaque directory replaces
  * target's directory, everything else is copied (regular files by copy_file_range or a reflink

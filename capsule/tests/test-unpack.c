@@ -694,6 +694,42 @@ static int unpack_into_small_tmpfs(void *arg)
     return 1;
 }
 
+/* A layer bomb: its files may hold max_bytes at most, and an unpack stops short of the reserve
+ * of free space (checked every 64 MiB). */
+static void test_bounded(void **state)
+{
+    struct ctx *c = *state;
+    struct layer l;
+    layer_begin(&l, "gzip");
+    char small[2001];
+    memset(small, 'b', 2000);
+    small[2000] = '\0';
+    add_file(&l, "bomb/small", 0644, small);
+    int fd = layer_end(&l);
+    struct errmsg e = {""};
+    assert_int_equal(unpack_layer_bounded(fd, c->dest, 1000, 0, NULL, &e), -EFBIG);
+    assert_non_null(strstr(e.text, "layer entry 'bomb/small': the layer unpacks to more than"));
+    assert_non_null(strstr(e.text, "max_unpacked_size"));
+    close(fd);
+
+    char dest2[PATH_MAX];
+    snprintf(dest2, sizeof(dest2), "%s/second", c->dest);
+    assert_int_equal(mkdir(dest2, 0755), 0);
+    layer_begin(&l, "gzip");
+    size_t n = 65u << 20;
+    char *zeros = malloc(n + 1);
+    assert_non_null(zeros);
+    memset(zeros, '0', n);
+    zeros[n] = '\0';
+    add_file(&l, "bomb/big", 0644, zeros);
+    free(zeros);
+    fd = layer_end(&l);
+    /* No file system has that much free: the first check past 64 MiB stops it. */
+    assert_int_equal(unpack_layer_bounded(fd, dest2, 0, UINT64_MAX, NULL, &e), -ENOSPC);
+    assert_non_null(strstr(e.text, "would be left free on the cache's file system"));
+    close(fd);
+}
+
 static void test_no_space(void **state)
 {
     struct ctx *c = *state;
@@ -909,6 +945,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_readonly_dirs_get_children, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncated_and_garbage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_space, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_matches_overlay, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -406,6 +406,24 @@ def test_full_cache_says_what_to_do(images, registry, home):
         subprocess.run(["umount", str(cache_parent)], check=True)
 
 
+def test_max_unpacked_size(images, registry, home):
+    """A few KiB of compressed zeros expand to anything: a layer whose files hold more than
+    max_unpacked_size is refused while it unpacks, and nothing of it stays."""
+    tag = f"bomb-{os.getpid()}"
+    images.umoci("new", "--image", f"{images.path}:{tag}")
+    images.add_layer(tag, [("zeros.bin", "file", bytes(3 * 1024 * 1024), 0o644)], "zstd")
+    registry.push_raw(images, tag, f"{tag}:1")
+    home.write_config(max_unpacked_size="1M")
+    r = pull(home, "-q", f"{registry.host}/{tag}:1")
+    assert_fails(r, "layer entry 'zeros.bin': the layer unpacks to more than 1.0 MiB",
+                 "max_unpacked_size")
+    assert home.images_json() == []
+    assert not list((home.cache / "layers" / "sha256").iterdir())
+    assert [t for t in home.tmp_entries() if not t.endswith(".partial")] == []
+    home.write_config(max_unpacked_size="4M")
+    assert_ok(pull(home, "-q", f"{registry.host}/{tag}:1"))
+
+
 def test_max_layer_size(images, registry, home):
     """A layer that declares more than max_layer_size is refused before it is fetched: a
     registry cannot make capsule write more than the limit (a download never grows past the
