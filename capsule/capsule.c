@@ -17,7 +17,7 @@ static const struct cli_command commands[] = {
     {"rm", cmd_rm, "rm [-f] NAME...", "remove containers"},
     {"logs", cmd_logs, "logs NAME", "print the output of a container run with `run -d`"},
     {"images", cmd_images, "images [--digests] [--format json]", "list cached images"},
-    {"rmi", cmd_rmi, "rmi [-a] IMAGE...",
+    {"rmi", cmd_rmi, "rmi [-f] IMAGE... | rmi -a",
      "remove images from the cache (layers go at the next gc)"},
     {"gc", cmd_gc, "gc", "remove layers and blobs no image or container uses"},
     {"check", cmd_check, "check [--driver-root DIR]", "diagnose this host"},

@@ -339,6 +339,9 @@ int cmd_logs(int argc, char **argv, struct cli_ctx *ctx)
     if (idx + 1 != argc)
         return cli_usage(cli_command_find("logs"), "give one container name");
     const char *name = argv[idx];
+    struct errmsg e = {{0}};
+    if (container_name_check(name, &e) < 0)
+        return cli_usage(cli_command_find("logs"), "%s", e.text);
     _cleanup_free_ char *path = container_log_path(ctx->config.data_dir, name);
     if (!path)
         return cli_fail("out of memory");

@@ -141,24 +141,6 @@ int cmd_images(int argc, char **argv, struct cli_ctx *ctx)
     return rc;
 }
 
-/* Finds an image as a user names it: an ID prefix of a cached image (which wins, as in Docker),
- * else a reference in any accepted spelling. */
-static int image_find(struct store *s, const char *arg, struct image_record *ret, struct errmsg *e)
-{
-    int r = store_image_load_id(s, arg, ret, e);
-    if (r != -ENOENT)
-        return r;
-    struct image_ref ref = {0};
-    _cleanup_free_ char *name = NULL;
-    if ((r = image_ref_parse(arg, &ref, e)) < 0)
-        return r;
-    r = image_ref_format(&ref, &name);
-    image_ref_done(&ref);
-    if (r < 0)
-        return errmsg_set(e, r, "out of memory");
-    return store_image_load(s, name, ret, e);
-}
-
 /* rmi -a: every record goes. */
 static int remove_all_images(struct store *s)
 {
@@ -179,24 +161,66 @@ static int remove_all_images(struct store *s)
     return rc;
 }
 
+/* Removes the record of every name in v, printing each. */
+static int remove_names(struct store *s, char **v)
+{
+    int rc = 0;
+    for (size_t i = 0; v[i]; i++) {
+        struct errmsg e = {{0}};
+        if (store_image_remove(s, v[i], &e) < 0)
+            rc = cli_fail("%s", e.text);
+        else
+            printf("Deleted %s\n", v[i]);
+    }
+    return rc;
+}
+
+/* One argument of rmi. A name removes that name; an ID removes the image, which with several
+ * names needs -f (Docker: "image is referenced in multiple repositories"). */
+static int remove_image(struct store *s, const char *arg, bool force)
+{
+    struct image_record rec = {0};
+    struct errmsg e = {{0}};
+    _cleanup_strv_free_ char **names = NULL;
+    int r = store_image_find(s, arg, &rec, &e);
+    if (r == 0)
+        r = strv_push(&names, rec.name) < 0 ? errmsg_set(&e, -ENOMEM, "out of memory") : 0;
+    else if (r == 1)
+        r = store_image_names(s, rec.config_digest, &names, &e);
+    if (r >= 0 && !force && strv_length(names) > 1) {
+        _cleanup_free_ char *list = strv_join(names, ", ");
+        r = errmsg_set(&e, -EBUSY,
+                       "image %s has %zu names (%s); name the one to remove, or remove them "
+                       "all with rmi -f %s",
+                       arg, strv_length(names), list ? list : "?", arg);
+    }
+    image_record_done(&rec);
+    if (r < 0)
+        return cli_fail("%s", e.text);
+    return remove_names(s, names);
+}
+
 int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx)
 {
-    static const struct option opts[] = {
-        {"all", no_argument, NULL, 'a'}, {"help", no_argument, NULL, 'h'}, {0}};
+    static const struct option opts[] = {{"all", no_argument, NULL, 'a'},
+                                         {"force", no_argument, NULL, 'f'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
     const struct cli_command *cmd = cli_command_find("rmi");
-    bool all = false;
+    bool all = false, force = false;
     int c;
-    while ((c = getopt_long(argc, argv, "+ah", opts, NULL)) != -1) {
-        if (c == 'a') {
-            all = true;
+    while ((c = getopt_long(argc, argv, "+afh", opts, NULL)) != -1) {
+        if (c == 'a' || c == 'f') {
+            *(c == 'a' ? &all : &force) = true;
             continue;
         }
         if (c != 'h')
             return cli_usage(cmd, "unknown option");
-        printf("usage: capsule %s\n\nRemoves images (by name or ID prefix; -a: all of them) "
-               "from the cache; their layers are freed by the next `capsule gc`. To empty the "
-               "cache: capsule rmi -a && capsule gc (layers keep their images' read-only "
-               "directories, which a plain rm -rf cannot empty).\n",
+        printf("usage: capsule %s\n\nRemoves images from the cache; their layers are freed by "
+               "the next `capsule gc`. A name removes that name of the image; an ID prefix "
+               "removes the image, and when it has several names only with -f. -a removes "
+               "every image. To empty the cache: capsule rmi -a && capsule gc (layers keep "
+               "their images' read-only directories, which a plain rm -rf cannot empty).\n",
                cmd->usage);
         return 0;
     }
@@ -208,19 +232,9 @@ int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx)
     if (all)
         return remove_all_images(s);
     int rc = 0;
-    /* Like docker rmi: every name is tried, and any failure makes the exit status 1. */
-    for (int i = optind; i < argc; i++) {
-        struct image_record rec = {0};
-        struct errmsg e = {{0}};
-        int r = image_find(s, argv[i], &rec, &e);
-        if (r >= 0)
-            r = store_image_remove(s, rec.name, &e);
-        if (r < 0)
-            rc = cli_fail("%s", e.text);
-        else
-            printf("Deleted %s\n", rec.name);
-        image_record_done(&rec);
-    }
+    /* Like docker rmi: every argument is tried, and any failure makes the exit status 1. */
+    for (int i = optind; i < argc; i++)
+        rc |= remove_image(s, argv[i], force);
     return rc;
 }
 

@@ -179,34 +179,25 @@ static int parse_run_options(int argc, char **argv, const struct cli_command *cm
     return optind;
 }
 
-/* Finds the image in the store, pulling it first when the policy says so. */
+/* Finds the image in the store (store_image_find), pulling it first when the policy says so. */
 static int resolve_image(struct cli_ctx *ctx, struct store *st, const char *arg,
                          enum pull_policy policy, struct image_record *ret, struct errmsg *e)
 {
     struct image_ref ref = {0};
     _cleanup_free_ char *name = NULL;
-    /* An ID prefix of a cached image wins over the Hub name it also parses as (Docker's rule). */
-    int r = policy == PULL_ALWAYS ? -ENOENT : store_image_load_id(st, arg, ret, e);
-    if (r != -ENOENT)
-        return r;
+    int r = policy == PULL_ALWAYS ? -ENOENT : store_image_find(st, arg, ret, e);
+    if (r != -ENOENT || policy == PULL_NEVER)
+        return r < 0 ? r : 0;
     if ((r = image_ref_parse(arg, &ref, e)) < 0)
         return r;
-    if ((r = image_ref_format(&ref, &name)) < 0)
-        goto out;
-    if (policy != PULL_ALWAYS) {
-        r = store_image_load(st, name, ret, e);
-        if (r != -ENOENT || policy == PULL_NEVER)
-            goto out;
-    }
-    /* The helper prints its own errors; what is left to say is that the run cannot go on. */
-    if (cli_run_pull_helper(ctx, name) != 0) {
-        r = errmsg_set(e, -ENOENT, "cannot run '%s': the pull failed", name);
-        goto out;
-    }
-    r = store_image_load(st, name, ret, e);
-out:
+    r = image_ref_format(&ref, &name);
     image_ref_done(&ref);
-    return r;
+    if (r < 0)
+        return errmsg_set(e, r, "out of memory");
+    /* The helper prints its own errors; what is left to say is that the run cannot go on. */
+    if (cli_run_pull_helper(ctx, name) != 0)
+        return errmsg_set(e, -ENOENT, "cannot run '%s': the pull failed", name);
+    return store_image_load(st, name, ret, e);
 }
 
 /* Fills the container's image fields from the record. */

@@ -404,6 +404,19 @@ int container_set_exit(const char *data_dir, const char *name, int status)
     return dir ? write_int_file(dir, "exit", status) : -ENOMEM;
 }
 
+/* The log of a `run -d` goes with its container, or alone once the run has ended. */
+static int remove_log(const char *data_dir, const char *name, struct errmsg *e)
+{
+    _cleanup_free_ char *path = container_log_path(data_dir, name);
+    if (!path)
+        return errmsg_set(e, -ENOMEM, "out of memory");
+    if (unlink(path) == 0)
+        return 0;
+    if (errno == ENOENT)
+        return errmsg_set(e, -ENOENT, "no container '%s'", name);
+    return errmsg_set(e, negative_errno(), "cannot remove %s: %m", path);
+}
+
 int container_remove(const char *data_dir, const char *name, struct errmsg *e)
 {
     int r = container_name_check(name, e);
@@ -417,7 +430,7 @@ int container_remove(const char *data_dir, const char *name, struct errmsg *e)
     if (r == -EBUSY)
         return r;
     if (r < 0 && access(dir, F_OK) < 0)
-        return errmsg_set(e, -ENOENT, "no container '%s'", name);
+        return remove_log(data_dir, name, e);
     /* Rename first, under the lock: the name is free at once and a half-removed tree is
      * recognisable (.rm-*) for the sweep to finish. */
     r = rename(dir, doomed) < 0 ? negative_errno() : 0;
@@ -425,6 +438,7 @@ int container_remove(const char *data_dir, const char *name, struct errmsg *e)
     if (r < 0)
         return r == -ENOENT ? errmsg_set(e, r, "no container '%s'", name)
                             : errmsg_set(e, r, "cannot remove %s: %s", dir, strerror(-r));
+    (void)remove_log(data_dir, name, NULL);
     return store_remove_tree(doomed);
 }
 

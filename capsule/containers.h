@@ -77,13 +77,15 @@ int container_set_pid(const char *data_dir, const char *name, pid_t pid);
 int container_set_exit(const char *data_dir, const char *name, int status);
 
 /* The output of a container run in the background (`run -d`): DATA/logs/NAME.log, kept after
- * the container is gone and replaced by the next detached run of that name. container_log_path
+ * the container is gone (until `capsule rm NAME`) and replaced by the next detached run of that
+ * name. container_log_path
  * returns it malloc'd (NULL: out of memory); container_log_open creates it (0600, truncated) and
  * returns an O_CLOEXEC fd, or -errno with a message. */
 char *container_log_path(const char *data_dir, const char *name);
 int container_log_open(const char *data_dir, const char *name, struct errmsg *e);
 
-/* Removes a stopped container. -EBUSY if it runs, -ENOENT if there is none. */
+/* Removes a stopped container and its log (the log alone once a `run -d` has ended). -EBUSY
+ * if it runs, -ENOENT if there is neither. */
 int container_remove(const char *data_dir, const char *name, struct errmsg *e);
 
 /* Removes what crashed runs left: .new-* directories and ephemeral containers whose lock is

@@ -14,6 +14,8 @@
 
 #include "digest.h"
 #include "log.h"
+#include "ref.h"
+#include "strv.h"
 #include "store-private.h"
 
 #define RECORD_SCHEMA 1
@@ -305,9 +307,6 @@ int store_image_load(struct store *s, const char *name, struct image_record *ret
                           name, s->root, rel);
     if (r != -ENOENT)
         return errmsg_set(e, r, "cannot read '%s/%s': %s", s->root, rel, strerror(-r));
-    const char *hex = id_prefix(name);
-    if (hex)
-        return load_by_id(s, name, hex, ret, e);
     return errmsg_set(e, -ENOENT, "image '%s' is not in the cache; capsule pull %s", name, name);
 }
 
@@ -317,6 +316,51 @@ int store_image_load_id(struct store *s, const char *id, struct image_record *re
     if (!hex)
         return errmsg_set(e, -ENOENT, "'%s' is not an image ID", id);
     return load_by_id(s, id, hex, ret, e);
+}
+
+int store_image_find(struct store *s, const char *arg, struct image_record *ret, struct errmsg *e)
+{
+    struct image_ref ref = {0};
+    _cleanup_free_ char *name = NULL;
+    struct errmsg by_name = {{0}};
+    int r = image_ref_parse(arg, &ref, &by_name);
+    if (r >= 0) {
+        r = image_ref_format(&ref, &name);
+        image_ref_done(&ref);
+        if (r < 0)
+            return errmsg_set(e, r, "out of memory");
+        r = store_image_load(s, name, ret, &by_name);
+        if (r != -ENOENT)
+            return r < 0 ? errmsg_set(e, r, "%s", by_name.text) : 0;
+    }
+    int rid = store_image_load_id(s, arg, ret, e);
+    if (rid >= 0)
+        return 1;
+    /* Not an ID of a cached image either: the name's answer says more ("capsule pull x"). */
+    if (rid == -ENOENT)
+        return errmsg_set(e, r, "%s", by_name.text);
+    return rid;
+}
+
+int store_image_names(struct store *s, const char *config_digest, char ***ret, struct errmsg *e)
+{
+    struct image_record *v = NULL;
+    size_t n = 0;
+    int r = store_image_list(s, &v, &n, e);
+    if (r < 0)
+        return r;
+    char **names = strv_new();
+    r = names ? 0 : -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (r >= 0 && strcmp(v[i].config_digest, config_digest) == 0)
+            r = strv_push(&names, v[i].name);
+    records_free(v, n);
+    if (r < 0) {
+        strv_free(names);
+        return errmsg_set(e, r, "out of memory");
+    }
+    *ret = names;
+    return 0;
 }
 
 int store_image_remove(struct store *s, const char *name, struct errmsg *e)

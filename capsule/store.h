@@ -107,16 +107,21 @@ struct image_record {
 void image_record_done(struct image_record *r);
 /* Saves (atomically replaces) the record of r->name. */
 int store_image_save(struct store *s, const struct image_record *r, struct errmsg *e);
-/* Finds an image by canonical name, or by an unambiguous prefix (>= 4 hex digits, optionally
- * "sha256:") of its config digest. -ENOENT "image 'x' is not in the cache; capsule pull x",
- * -EINVAL for an ambiguous prefix, -EBADMSG for a damaged record. */
+/* Finds an image by canonical name (image_ref_format()). -ENOENT "image 'x' is not in the
+ * cache; capsule pull x", -EBADMSG for a damaged record. */
 int store_image_load(struct store *s, const char *name, struct image_record *ret, struct errmsg *e);
-/* Finds an image by an unambiguous prefix of its ID only (as store_image_load). -ENOENT when id
- * is not spelled like an ID or no cached image has it, -EINVAL when it is ambiguous. Docker's
- * rule for what users type: an ID prefix that matches a cached image wins over the Hub name the
- * same hex string would also parse as. */
+/* Finds an image by an unambiguous prefix (>= 4 hex digits, optionally "sha256:") of its ID, the
+ * config digest. -ENOENT when id is not spelled like an ID or no cached image has it, -EINVAL
+ * when it matches two images. */
 int store_image_load_id(struct store *s, const char *id, struct image_record *ret,
                         struct errmsg *e);
+/* Finds an image as a user names it, by Docker's rule: a reference in any accepted spelling
+ * ("ubuntu" is docker.io/library/ubuntu:latest) that is cached, else a cached image whose ID
+ * starts with arg. Returns 0 (found by name), 1 (found by ID), or an error as above; a hex
+ * string that is neither is "not in the cache" under its Hub name, for pulling. */
+int store_image_find(struct store *s, const char *arg, struct image_record *ret, struct errmsg *e);
+/* Every name under which the image with this config digest is cached, sorted, NULL-terminated. */
+int store_image_names(struct store *s, const char *config_digest, char ***ret, struct errmsg *e);
 /* Every record, sorted by name. *ret is an array of *ret_n records (free each, then the array). */
 int store_image_list(struct store *s, struct image_record **ret, size_t *ret_n, struct errmsg *e);
 /* Removes the record (layers stay until gc). -ENOENT if there is none. */

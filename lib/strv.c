@@ -163,3 +163,17 @@ int strv_env_set(char ***env, const char *key, const char *value)
     snprintf(a, len, "%s=%s", key, value);
     return strv_env_put(env, a);
 }
+
+char *strv_join(char *const *v, const char *sep)
+{
+    size_t len = 1;
+    for (size_t i = 0; v && v[i]; i++)
+        len += strlen(v[i]) + (i ? strlen(sep) : 0);
+    char *s = malloc(len), *p = s;
+    if (!s)
+        return NULL;
+    *p = '\0';
+    for (size_t i = 0; v && v[i]; i++)
+        p = stpcpy(i ? stpcpy(p, sep) : p, v[i]);
+    return s;
+}

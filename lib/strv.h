@@ -30,6 +30,8 @@ int strv_extend(char ***v, char *const *add);
  * Returns 0 and *ret, or -ENOMEM. */
 int strv_split_blanks(const char *s, char ***ret);
 bool strv_contains(char *const *v, const char *s);
+/* The strings of v with sep between them, malloc'd; NULL on ENOMEM. */
+char *strv_join(char *const *v, const char *sep);
 
 /* Environment vectors ("K=V"). */
 /* The value of key, or NULL. The last assignment wins, as getenv does with duplicates. */

@@ -29,6 +29,7 @@
 
 #include "digest.h"
 #include "store.h"
+#include "strv.h"
 #include "unpack.h"
 
 #define NOBODY 65534
@@ -470,18 +471,26 @@ static void test_images(void **state)
     image_record_done(&r);
 
     /* By ID prefix: two names of one image are one image; two images are ambiguous. */
-    assert_int_equal(store_image_load(c->s, "abcd1", &r, &e), 0);
+    assert_int_equal(store_image_load_id(c->s, "abcd1", &r, &e), 0);
     assert_string_equal(r.name, "docker.io/library/ubuntu:22.04");
     image_record_done(&r);
-    assert_int_equal(store_image_load(c->s, "sha256:abcd2222", &r, &e), 0);
+    assert_int_equal(store_image_load_id(c->s, "sha256:abcd2222", &r, &e), 0);
     assert_string_equal(r.name, "nvcr.io/nvidia/pytorch:24.01-py3");
     image_record_done(&r);
-    assert_int_equal(store_image_load(c->s, "abcd", &r, &e), -EINVAL);
+    assert_int_equal(store_image_load_id(c->s, "abcd", &r, &e), -EINVAL);
     assert_non_null(strstr(e.text, "ambiguous"));
-    assert_int_equal(store_image_load(c->s, "abc", &r, &e), -ENOENT); /* too short for an ID */
+    assert_int_equal(store_image_load_id(c->s, "abc", &r, &e), -ENOENT); /* too short */
+    /* An exact name is only a name. */
+    assert_int_equal(store_image_load(c->s, "abcd1", &r, &e), -ENOENT);
     assert_int_equal(store_image_load(c->s, "docker.io/library/debian:12", &r, &e), -ENOENT);
     assert_string_equal(e.text, "image 'docker.io/library/debian:12' is not in the cache; "
                                 "capsule pull docker.io/library/debian:12");
+
+    _cleanup_strv_free_ char **names = NULL;
+    assert_int_equal(store_image_names(c->s, config_a, &names, &e), 0);
+    assert_int_equal(strv_length(names), 2);
+    assert_string_equal(names[0], "docker.io/library/ubuntu:22.04");
+    assert_string_equal(names[1], "docker.io/library/ubuntu:jammy");
 
     struct image_record *v = NULL;
     size_t n = 0;
@@ -496,6 +505,37 @@ static void test_images(void **state)
     assert_int_equal(store_image_remove(c->s, "docker.io/library/ubuntu:jammy", &e), 0);
     assert_int_equal(store_image_remove(c->s, "docker.io/library/ubuntu:jammy", &e), -ENOENT);
     assert_int_equal(store_image_load(c->s, "docker.io/library/ubuntu:jammy", &r, &e), -ENOENT);
+}
+
+/* What users type: any spelling of a cached name first, then an ID prefix (Docker's order: a
+ * local tag "abcd1" beats the image whose ID starts with abcd1), then "not in the cache". */
+static void test_image_find(void **state)
+{
+    struct ctx *c = *state;
+    save(c->s, "docker.io/library/ubuntu:22.04", config_a, NULL);
+    save(c->s, "docker.io/library/abcd2:latest", config_a, NULL);
+    save(c->s, "nvcr.io/nvidia/pytorch:24.01-py3", config_b, NULL);
+    struct image_record r = {0};
+    struct errmsg e = {""};
+    assert_int_equal(store_image_find(c->s, "ubuntu:22.04", &r, &e), 0);
+    assert_string_equal(r.name, "docker.io/library/ubuntu:22.04");
+    image_record_done(&r);
+    assert_int_equal(store_image_find(c->s, "abcd2", &r, &e), 0);
+    assert_string_equal(r.name, "docker.io/library/abcd2:latest");
+    image_record_done(&r);
+    assert_int_equal(store_image_find(c->s, "sha256:abcd2", &r, &e), 1);
+    assert_string_equal(r.name, "nvcr.io/nvidia/pytorch:24.01-py3");
+    image_record_done(&r);
+    assert_int_equal(store_image_find(c->s, "abcd22", &r, &e), 1);
+    assert_string_equal(r.config_digest, config_b);
+    image_record_done(&r);
+    assert_int_equal(store_image_find(c->s, "abcd", &r, &e), -EINVAL);
+    assert_non_null(strstr(e.text, "ambiguous"));
+    assert_int_equal(store_image_find(c->s, "abcd3", &r, &e), -ENOENT);
+    assert_string_equal(e.text, "image 'docker.io/library/abcd3:latest' is not in the cache; "
+                                "capsule pull docker.io/library/abcd3:latest");
+    assert_int_equal(store_image_find(c->s, "Bad//Name", &r, &e), -EINVAL);
+    assert_null(strstr(e.text, "cache"));
 }
 
 static void test_image_invalid_and_damaged(void **state)
@@ -851,6 +891,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_layer_lock_modes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_unpack_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_images, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_image_find, setup, teardown),
         cmocka_unit_test_setup_teardown(test_image_invalid_and_damaged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_image_long_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc, setup, teardown),

@@ -26,6 +26,16 @@ static void test_split_and_push(void **state)
     assert_int_equal(strv_length(empty), 0);
 }
 
+static void test_join(void **state)
+{
+    char *three[] = {"a", "bc", "d", NULL}, *none[] = {NULL};
+    _cleanup_free_ char *j = strv_join(three, ", "), *empty = strv_join(none, ", ");
+    _cleanup_free_ char *null = strv_join(NULL, "-");
+    assert_string_equal(j, "a, bc, d");
+    assert_string_equal(empty, "");
+    assert_string_equal(null, "");
+}
+
 static void test_env_set_replaces_every_assignment(void **state)
 {
     _cleanup_strv_free_ char **env = NULL;
@@ -63,6 +73,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_and_push),
+        cmocka_unit_test(test_join),
         cmocka_unit_test(test_env_set_replaces_every_assignment),
         cmocka_unit_test(test_copy_is_deep),
     };

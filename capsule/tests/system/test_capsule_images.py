@@ -113,6 +113,32 @@ def test_rmi_all_then_gc_empties_the_cache(images, registry, home):
     assert r.returncode == 0 and not home.cache.exists(), r.stderr
 
 
+def test_rmi_by_id_of_an_image_with_two_names(images, registry, home):
+    """Docker's rule: an ID names the image, and removing an image that has several names needs
+    -f; a name removes only itself."""
+    for tag in ("1", "2"):
+        images.push("multi", registry.host, f"multi:{tag}")
+        ok(home.capsule("pull", "-q", f"{registry.host}/multi:{tag}"))
+    images.push("other", registry.host, "other:1")
+    ok(home.capsule("pull", "-q", f"{registry.host}/other:1"))
+    names = [f"{registry.host}/multi:{t}" for t in ("1", "2")]
+    config = cu.hexpart(registry.image("multi", "1")[1])
+    r = home.capsule("rmi", config[:12])
+    assert r.returncode == 1, r.stdout
+    assert "has 2 names" in r.stderr and names[0] in r.stderr and "rmi -f" in r.stderr
+    assert r.stdout == ""
+    assert len(home.images_json()) == 3
+    r = ok(home.capsule("rmi", "-f", config[:12]))
+    assert sorted(r.stdout.splitlines()) == [f"Deleted {n}" for n in names]
+    assert [i["name"] for i in home.images_json()] == [f"{registry.host}/other:1"]
+    # By name, one name goes and the image stays under the other.
+    for tag in ("1", "2"):
+        ok(home.capsule("pull", "-q", f"{registry.host}/multi:{tag}"))
+    ok(home.capsule("rmi", names[1]))
+    assert sorted(i["name"] for i in home.images_json()) == sorted(
+        [names[0], f"{registry.host}/other:1"])
+
+
 def test_rmi_unknown_image(images, registry, home):
     r = home.capsule("rmi", f"{registry.host}/nothing:1", "also-nothing")
     assert r.returncode == 1

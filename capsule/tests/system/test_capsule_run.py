@@ -590,15 +590,23 @@ def test_detached_run(env):
     assert ok(home.capsule("exec", "bg", "cat", "/etc/hello")).stdout == "changed\n"
     ok(home.capsule("rm", "-f", "bg"))
     assert "bg" not in ok(home.capsule("ps", "-a")).stdout
-    # The log stays after the container.
-    assert ok(home.capsule("logs", "bg")).stdout.startswith("started\n")
+    # rm removes the log with the container, as docker rm does.
+    r = home.capsule("logs", "bg")
+    assert r.returncode == 1 and "no log" in r.stderr, r
     # Without --name, a name is made up and printed; the container goes when its command ends.
     r = ok(home.capsule("run", "-d", "--no-home", name, "-c", "echo anon"))
     made = r.stdout.strip()
     assert re.fullmatch(r"capsule-[0-9a-f]{8}", made), r.stdout
     cu.wait_for(lambda: made not in ok(home.capsule("ps", "-a")).stdout, 10,
                 "the detached container to end")
+    # The log stays after the container has ended, until rm.
     assert ok(home.capsule("logs", made)).stdout == "anon\n"
+    assert ok(home.capsule("rm", made)).stdout == made + "\n"
+    assert home.capsule("logs", made).returncode == 1
+    r = home.capsule("rm", made)
+    assert r.returncode == 1 and f"no container '{made}'" in r.stderr, r
+    r = home.capsule("logs", "../containers/x")
+    assert r.returncode == 2 and "../containers/x" in r.stderr, r
     # A command that cannot start is reported here, not only in the log.
     r = home.capsule("run", "-d", "--no-home", "--entrypoint", "/no/such", name)
     assert r.returncode == 127, (r.returncode, r.stderr)
