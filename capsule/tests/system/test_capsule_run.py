@@ -394,6 +394,26 @@ def test_interactive_run_has_a_terminal(env):
         ok(home.capsule("rm", "-f", "term"))
 
 
+def test_background_job_leaves_the_terminal_alone(env):
+    """`capsule run ... &` from an interactive shell: the job is not in the terminal's foreground,
+    so it must neither put the terminal in raw mode nor read it (either stops the job with
+    SIGTTOU or SIGTTIN, and the shell shows it as Stopped). Its command runs without a terminal
+    of its own, and the output still reaches the caller's terminal."""
+    home, name, _ = env
+    full = {**os.environ, **home.env()}
+    # set -m: job control, so the background job gets a process group of its own, as in a
+    # login shell; the shell waits for it and reports how it ended.
+    script = ('set -m; "$0" run --no-home "$1" -c "tty; echo bg-done" & '
+              'wait $!; echo "job-status=$?"; jobs -l')
+    t = Terminal(["/bin/sh", "-c", script, cu.capsule_binary(), name], full)
+    text = t.read_until("job-status=")
+    rc, modes = t.close()
+    text = t.out.decode(errors="replace")
+    assert "bg-done" in text and "job-status=0" in text, text
+    assert "/dev/pts/0" not in text and "Stopped" not in text, text
+    assert rc == 0 and modes == t.modes, (rc, text)
+
+
 def test_read_only_cache_runs(images, registry, workdir, capsule_users):
     """A cache the user may only read (a node's, kept by root) runs its images: the copy that
     another user's layers need goes to $TMPDIR when the cache takes no scratch directory."""
