@@ -202,7 +202,46 @@ static const char *make_strerror(int r)
         return "the path leads into a directory of the host mounted into the container (through "
                "a symbolic link of the image, or below a --mount); capsule creates and replaces "
                "nothing there";
+    if (r == -ELOOP)
+        return "too many symbolic links, or one through a process's link in /proc "
+               "(/proc/self/cwd, /proc/1/root, …), which capsule never follows";
     return strerror(-r);
+}
+
+/* The first symbolic link of the image on the way to path, as " (the image's /tmp ->
+ * /proc/self/cwd)", so that a failure to make path names what led there; "" when there is none.
+ * Only the directories before it are followed, and they are real ones. */
+static const char *link_note(int root_fd, const char *path, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    for (const char *end = path;;) {
+        end += strspn(end, "/");
+        if (!*end)
+            return buf;
+        end = strchrnul(end, '/');
+        _cleanup_free_ char *prefix = strndup(path, (size_t)(end - path));
+        _cleanup_free_ char *parent = NULL, *name = NULL;
+        if (!prefix || split_path(prefix, &parent, &name) < 0)
+            return buf;
+        _cleanup_close_ int dir = mounts_open_in_root(root_fd, parent, O_PATH | O_DIRECTORY, 0);
+        char target[PATH_MAX];
+        ssize_t n = dir < 0 ? -1 : readlinkat(dir, name, target, sizeof(target) - 1);
+        if (n > 0) {
+            snprintf(buf, size, " (the image's /%s -> %.*s)", prefix + strspn(prefix, "/"), (int)n,
+                     target);
+            return buf;
+        }
+        if (dir < 0)
+            return buf;
+    }
+}
+
+/* Fails making path (what: "mount tmpfs on '/tmp'"), with the reason and the link behind it. */
+static int make_fail(int root_fd, int r, const char *what, const char *path, struct errmsg *e)
+{
+    char note[PATH_MAX + 64];
+    return errmsg_set(e, r, "%s: %s%s", what, make_strerror(r),
+                      link_note(root_fd, path, note, sizeof(note)));
 }
 
 int mounts_remount_readonly(int fd)
@@ -331,8 +370,11 @@ static int mount_fs(struct setup *s, const char *path, const char *type, unsigne
                     const char *options, bool own, struct errmsg *e)
 {
     _cleanup_close_ int t = mounts_make_in_root(s->root_fd, &s->own, path, true, true);
-    if (t < 0)
-        return errmsg_set(e, t, "mount %s on '%s': %s", type, path, make_strerror(t));
+    if (t < 0) {
+        char what[PATH_MAX + 32];
+        snprintf(what, sizeof(what), "mount %s on '%s'", type, path);
+        return make_fail(s->root_fd, t, what, path, e);
+    }
     struct mounts_fd_buf p;
     if (mount(type, mounts_fd_path(t, &p), type, flags, options) < 0)
         return errmsg_set(e, negative_errno(), "mount %s on '%s': %m", type, path);
@@ -385,6 +427,15 @@ static int check_kinds(int t, const struct stat *src, const char *source, const 
                       source, target, dir ? "directory" : "file", dir ? "file" : "directory");
 }
 
+/* Fails a bind whose mount point cannot be made. */
+static int mount_point_fail(const struct setup *s, int r, const char *source, const char *target,
+                            struct errmsg *e)
+{
+    char what[2 * PATH_MAX + 32];
+    snprintf(what, sizeof(what), "mount '%s' on '%s': mount point", source, target);
+    return make_fail(s->root_fd, r, what, target, e);
+}
+
 /* Binds source on target; flags: MOUNT_* of runtime.h, BIND_SPEC. */
 static int bind_at(struct setup *s, const char *source, const char *target, unsigned flags,
                    struct errmsg *e)
@@ -398,8 +449,7 @@ static int bind_at(struct setup *s, const char *source, const char *target, unsi
     _cleanup_close_ int t =
         mounts_make_in_root(s->root_fd, &s->own, target, S_ISDIR(st.st_mode), true);
     if (t < 0)
-        return errmsg_set(e, t, "mount '%s' on '%s': mount point: %s", source, target,
-                          make_strerror(t));
+        return mount_point_fail(s, t, source, target, e);
     int r = check_kinds(t, &st, source, target, e);
     if (r >= 0 && (flags & BIND_SPEC))
         r = check_spec_target(s, t, source, target, e);
@@ -590,8 +640,11 @@ static int setup_link(struct setup *s, const struct link_entry *l, struct errmsg
         return errmsg_set(e, r, "link '%s': invalid path", l->path);
     _cleanup_close_ int dir = mounts_make_in_root(s->root_fd, &s->own, parent, true, false);
     r = dir < 0 ? dir : mounts_own_contains(&s->own, dir) ? 0 : -EXDEV;
-    if (r < 0)
-        return errmsg_set(e, r, "link '%s': %s", l->path, make_strerror(r));
+    if (r < 0) {
+        char what[PATH_MAX + 16];
+        snprintf(what, sizeof(what), "link '%s'", l->path);
+        return make_fail(s->root_fd, r, what, parent, e);
+    }
     if (unlinkat(dir, name, 0) < 0 && errno != ENOENT &&
         !(errno == EISDIR && unlinkat(dir, name, AT_REMOVEDIR) == 0))
         return errmsg_set(e, negative_errno(), "link '%s': replace: %m", l->path);
@@ -635,8 +688,7 @@ static int bind_host_root(struct setup *s, int tree, const struct mount_entry *m
 {
     _cleanup_close_ int t = mounts_make_in_root(s->root_fd, &s->own, m->target, true, true);
     if (t < 0)
-        return errmsg_set(e, t, "mount '%s' on '%s': mount point: %s", m->source, m->target,
-                          make_strerror(t));
+        return mount_point_fail(s, t, m->source, m->target, e);
     int r = check_spec_target(s, t, m->source, m->target, e);
     if (r < 0)
         return r;

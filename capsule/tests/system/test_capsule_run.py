@@ -197,6 +197,27 @@ def test_standard_mounts_through_image_links(images, registry, home, workdir):
         assert r.stdout == "t\n" + f.read() + "hosts-ro\n", r.stdout
 
 
+def test_image_links_through_proc_are_refused_by_name(images, registry, home):
+    """An image whose /tmp or /etc/resolv.conf is a link through a process's link in /proc (which
+    would lead out of the root) does not run, and the message names the image's link."""
+    cases = [("tmp", "/proc/self/cwd", "mount tmpfs on '/tmp'"),
+             ("etc/resolv.conf", "/proc/self/root/etc/passwd",
+              "mount '/etc/resolv.conf' on '/etc/resolv.conf': mount point")]
+    for i, (path, target, what) in enumerate(cases):
+        tag = f"proclink{i}-{os.getpid()}"
+        images.copy_tag("base", tag)
+        images.add_layer(tag, [("etc", "dir", None, 0o755), (path, "symlink", target, 0o777)],
+                         "gzip")
+        images.push(tag, registry.host, f"{tag}:1")
+        name = f"{registry.host}/{tag}:1"
+        ok(home.capsule("pull", "-q", name))
+        r = home.capsule("run", "--no-home", name, "/bin/sh", "-c", "echo ran")
+        assert r.returncode == 125 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
+        assert f"{what}: too many symbolic links, or one through a process's link in /proc" \
+            in r.stderr, r.stderr
+        assert r.stderr.rstrip().endswith(f"(the image's /{path} -> {target})"), r.stderr
+
+
 def test_cache_is_read_only_inside(images, registry, workdir):
     """The image cache and the named containers live in the home directory that every container
     mounts (~/.cache/capsule, ~/.local/share/capsule): no container may change them, nor a root
