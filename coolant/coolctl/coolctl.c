@@ -47,7 +47,7 @@ static const struct coolctl_command commands[] = {
 
 static void usage(FILE *f)
 {
-    fputs("Usage: coolctl [OPTIONS] COMMAND [ARGS...]\n"
+    fputs("Usage: coolctl [OPTIONS] COMMAND [ARGS...] [OPTIONS]\n"
           "Reads and changes the immersion-tank cooling controller through coold.\n\n"
           "Options:\n"
           "  --socket PATH      coold's control socket (default $COOLD_SOCKET "
@@ -80,32 +80,43 @@ static int parse_timeout(const char *s, long *ret_ms, struct errmsg *e)
 
 enum { OPT_SOCKET = 0x100, OPT_JSON, OPT_TIMEOUT, OPT_VERSION };
 
+static const struct option global_options[] = {
+    {"socket", required_argument, NULL, OPT_SOCKET},   {"json", no_argument, NULL, OPT_JSON},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT}, {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},       {},
+};
+
+/* Applies one global option (OPT_SOCKET, OPT_JSON or OPT_TIMEOUT) with its value. */
+static int apply_global(struct coolctl *c, int opt, const char *value, struct errmsg *e)
+{
+    if (opt == OPT_SOCKET)
+        c->socket = value;
+    else if (opt == OPT_JSON)
+        c->json = true;
+    else {
+        int r = parse_timeout(value, &c->timeout_ms, e);
+        if (r < 0)
+            return r;
+        c->timeout_set = true;
+    }
+    return 0;
+}
+
 /* Parses the options before the command. Returns 1 to go on, 0 when done (help, version), or a
  * negative error. */
 static int parse_globals(struct coolctl *c, int argc, char *argv[], struct errmsg *e)
 {
-    static const struct option options[] = {
-        {"socket", required_argument, NULL, OPT_SOCKET},   {"json", no_argument, NULL, OPT_JSON},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT}, {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, OPT_VERSION},       {},
-    };
     int opt, r;
     /* optind 0 makes glibc start over, so coolctl_run() can run more than once in a process. */
     optind = 0;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+:h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+:h", global_options, NULL)) != -1) {
         switch (opt) {
         case OPT_SOCKET:
-            c->socket = optarg;
-            break;
         case OPT_JSON:
-            c->json = true;
-            break;
         case OPT_TIMEOUT:
-            r = parse_timeout(optarg, &c->timeout_ms, e);
-            if (r < 0)
+            if ((r = apply_global(c, opt, optarg, e)) < 0)
                 return r;
-            c->timeout_set = true;
             break;
         case 'h':
             usage(c->out);
@@ -121,6 +132,55 @@ static int parse_globals(struct coolctl *c, int argc, char *argv[], struct errms
         }
     }
     return 1;
+}
+
+/* The global option that arg spells (--json, --socket[=PATH], --timeout[=S]), or 0; *ret_value
+ * points at an inline value, else NULL. */
+static int global_option_of(const char *arg, const char **ret_value)
+{
+    *ret_value = NULL;
+    for (const struct option *o = global_options; o->name; o++) {
+        if (o->val != OPT_SOCKET && o->val != OPT_JSON && o->val != OPT_TIMEOUT)
+            continue;
+        size_t n = strlen(o->name);
+        if (strncmp(arg, "--", 2) != 0 || strncmp(arg + 2, o->name, n) != 0)
+            continue;
+        if (arg[2 + n] == '\0')
+            return o->val;
+        if (arg[2 + n] == '=' && o->has_arg == required_argument) {
+            *ret_value = arg + 3 + n;
+            return o->val;
+        }
+    }
+    return 0;
+}
+
+/* Takes the global options that follow the command out of its arguments (up to a "--"), as
+ * people type them: `coolctl status --json` is `coolctl --json status`. Returns the new argc. */
+static int take_trailing_globals(struct coolctl *c, int argc, char *argv[], struct errmsg *e)
+{
+    int out = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *value;
+        int opt = strcmp(argv[i], "--") == 0 ? -1 : global_option_of(argv[i], &value);
+        if (opt < 0) {
+            while (i < argc)
+                argv[out++] = argv[i++];
+            break;
+        }
+        if (opt == 0) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        bool needs = opt != OPT_JSON && !value;
+        if (needs && i + 1 >= argc)
+            return errmsg_set(e, -EINVAL, "option '%s' needs a value", argv[i]);
+        int r = apply_global(c, opt, needs ? argv[++i] : value, e);
+        if (r < 0)
+            return r;
+    }
+    argv[out] = NULL;
+    return out;
 }
 
 static const struct coolctl_command *command_find(const char *name)
@@ -153,7 +213,10 @@ static int dispatch(struct coolctl *c, int argc, char *argv[], struct errmsg *e)
         fputs(cmd->help, c->out);
         return 0;
     }
-    return cmd->run(c, argc - optind, argv + optind, e);
+    int n = take_trailing_globals(c, argc - optind, argv + optind, e);
+    if (n < 0)
+        return n;
+    return cmd->run(c, n, argv + optind, e);
 }
 
 int coolctl_run(int argc, char *argv[], FILE *out, FILE *err)

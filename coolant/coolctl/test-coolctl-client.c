@@ -90,6 +90,39 @@ static void test_status(void **state)
     json_decref(doc);
     result_done(&r);
 
+    /* Global options after the command, as people type them (docker ps --format json). */
+    const char *const *forms[] = {
+        (const char *const[]){"status", "--json", NULL},
+        (const char *const[]){"status", "--timeout=5", "--json", NULL},
+        (const char *const[]){"status", "--timeout", "5", "--json", NULL},
+    };
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+        const char *const *a = forms[i];
+        r = run_at(f->socket, a[0], a[1], a[2], a[3], NULL);
+        assert_int_equal(r.code, 0);
+        doc = json_loads(r.out, 0, NULL);
+        assert_true(json_equal(doc, f->status));
+        json_decref(doc);
+        result_done(&r);
+    }
+    r = RUN(f, "status", "--timeout");
+    assert_int_equal(r.code, COOLCTL_EXIT_FAILURE);
+    assert_string_equal(r.err, "coolctl: option '--timeout' needs a value\n");
+    result_done(&r);
+    r = RUN(f, "status", "--timeout=x");
+    assert_int_equal(r.code, COOLCTL_EXIT_FAILURE);
+    assert_non_null(strstr(r.err, "--timeout wants seconds"));
+    result_done(&r);
+    /* Other options still belong to the command; after "--" nothing is taken. */
+    r = RUN(f, "status", "--jsonx");
+    assert_int_equal(r.code, COOLCTL_EXIT_FAILURE);
+    assert_string_equal(r.err, "coolctl: status: unexpected argument '--jsonx'\n");
+    result_done(&r);
+    r = RUN(f, "status", "--", "--json");
+    assert_int_equal(r.code, COOLCTL_EXIT_FAILURE);
+    assert_string_equal(r.err, "coolctl: status: unexpected argument '--'\n");
+    result_done(&r);
+
     json_object_set_new(json_object_get(f->status, "controller"), "stale", json_true());
     r = RUN(f, "status");
     assert_int_equal(r.code, COOLCTL_EXIT_STALE);
