@@ -163,6 +163,17 @@ static int ping(struct registry *r, const char *scheme, struct errmsg *e)
     return q == -EFBIG ? 0 : q;
 }
 
+/* A registry whose host name does not resolve: neither TLS nor plain HTTP is to blame. */
+static int unresolved(const struct registry *r, struct errmsg *e)
+{
+    const char *colon = strrchr(r->api_host, ':');
+    size_t n = colon ? (size_t)(colon - r->api_host) : strlen(r->api_host);
+    return errmsg_set(e, -EADDRNOTAVAIL,
+                      "cannot reach registry %s: the host name '%.*s' does not resolve (is it "
+                      "spelled right, and does this machine's DNS answer?)",
+                      r->api_host, (int)n, r->api_host);
+}
+
 static int ping_attempt(struct registry *r, struct errmsg *e)
 {
     struct errmsg tls_err = {{0}};
@@ -173,6 +184,8 @@ static int ping_attempt(struct registry *r, struct errmsg *e)
     }
     if (q == -ECANCELED || q == -ENOMEM)
         return errmsg_set(e, q, "%s", tls_err.text);
+    if (q == -EADDRNOTAVAIL)
+        return unresolved(r, e);
     if (!r->http_allowed) {
         if (q == -EIO)
             return errmsg_set(e, -EPROTO,

@@ -157,6 +157,8 @@ static int map_curl_error(CURL *h, CURLcode c, const struct transfer *t)
             os_errno == ENOTSOCK || os_errno == ETIMEDOUT)
             return (int)-os_errno;
         return -ECONNREFUSED;
+    case CURLE_COULDNT_RESOLVE_HOST:
+        return -EADDRNOTAVAIL;
     case CURLE_URL_MALFORMAT:
     case CURLE_UNSUPPORTED_PROTOCOL:
     case CURLE_BAD_FUNCTION_ARGUMENT:

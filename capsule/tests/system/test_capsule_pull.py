@@ -452,6 +452,20 @@ def test_registry_down(home):
     assert home.images_json() == []
 
 
+def test_registry_name_does_not_resolve(home):
+    """A misspelt registry is named as such, at once (no retries), without advice about TLS or
+    insecure registries, which would send the user the wrong way."""
+    for ref, host, name in (("registry.example.invalid:5000/x:1", "registry.example.invalid:5000",
+                             "registry.example.invalid"),
+                            ("registry.example.invalid/x:1", "registry.example.invalid",
+                             "registry.example.invalid")):
+        r = pull(home, ref)
+        assert_fails(r, f"cannot reach registry {host}: the host name '{name}' does not resolve")
+        assert "insecure" not in r.stderr and "TLS" not in r.stderr, r.stderr
+        assert r.stderr.count("does not resolve") == 1, r.stderr
+    assert home.images_json() == []
+
+
 def test_unknown_image(registry, home):
     assert_fails(pull(home, f"{registry.host}/nothing:1"), "nothing:1", "unknown")
 
