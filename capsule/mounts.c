@@ -631,6 +631,35 @@ static int setup_users(struct setup *s, const struct mounts_identity *id, struct
     return write_user_db(s, "/etc/group", id->group, id->gid, entry, e);
 }
 
+/* apt drops to its _apt user to download, then checks that its ids changed; under the filter of
+ * --remap-root they never do, and every download fails ("Could not switch group"). As enroot's
+ * root mode does, a Debian-family image is told to download as root. Only in the container's
+ * own files; an image where that cannot be written runs as it is. */
+#define APT_CONF     "/etc/apt/apt.conf.d"
+#define APT_CONF_FIX "00capsule-remap-root"
+
+static int setup_apt(struct setup *s, const struct run_spec *spec, struct errmsg *e)
+{
+    static const char text[] = "// capsule --remap-root: apt cannot change ids here\n"
+                               "APT::Sandbox::User \"root\";\n";
+    _cleanup_close_ int debian = mounts_open_in_root(s->root_fd, "/etc/debian_version", O_PATH, 0);
+    if (!spec->remap_root || debian < 0)
+        return 0;
+    _cleanup_close_ int dir = mounts_make_in_root(s->root_fd, &s->own, APT_CONF, true, false);
+    if (dir < 0 || !mounts_own_contains(&s->own, dir))
+        return 0;
+    struct mounts_fd_buf p;
+    _cleanup_close_ int real = open(mounts_fd_path(dir, &p), O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+    _cleanup_close_ int fd =
+        real < 0 ? -1
+                 : openat(real, APT_CONF_FIX, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                          0644);
+    if (fd < 0)
+        return 0;
+    int r = fd_write_all(fd, text, sizeof(text) - 1);
+    return r < 0 ? errmsg_set(e, r, "write " APT_CONF "/" APT_CONF_FIX ": %s", strerror(-r)) : 0;
+}
+
 /* Links replace what the image has at their path: only ever in the container's own files. */
 static int setup_link(struct setup *s, const struct link_entry *l, struct errmsg *e)
 {
@@ -742,7 +771,8 @@ int mounts_setup(int root_fd, const struct mounts_plan *p, const struct mounts_h
         (r = remember(&s, "/dev", e)) < 0 ||
         (r = mount_fs(&s, "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", true, e)) < 0 ||
         (r = remember(&s, "/tmp", e)) < 0 || (r = bind_host_file(&s, "/etc/hosts", e)) < 0 ||
-        (r = bind_host_file(&s, "/etc/resolv.conf", e)) < 0 || (r = setup_users(&s, &p->id, e)) < 0)
+        (r = bind_host_file(&s, "/etc/resolv.conf", e)) < 0 ||
+        (r = setup_users(&s, &p->id, e)) < 0 || (r = setup_apt(&s, spec, e)) < 0)
         goto out;
     if (p->host_home && (r = bind_at(&s, p->host_home, p->host_home,
                                      MOUNT_REC | MOUNT_OPTIONAL | BIND_RECORD, e)) < 0)

@@ -307,6 +307,32 @@ def test_remap_root_owner_changes_succeed(env):
         ok(home.capsule("rm", "-f", "rooted"))
 
 
+def test_remap_root_lets_apt_download_as_root(images, registry, home):
+    """apt drops to _apt for downloads and then checks that its ids changed, which under the
+    filter they never do ("Could not switch group"): as in enroot's root mode, a Debian-family
+    image run with --remap-root is told to download as root, in the container's own files only,
+    and no other image or run is changed."""
+    tag = f"debianish-{os.getpid()}"
+    images.copy_tag("base", tag)
+    images.add_layer(tag, [("etc", "dir", None, 0o755), ("etc/debian_version", "file", b"12.8\n",
+                                                          0o644)], "gzip")
+    images.push(tag, registry.host, f"{tag}:1")
+    debian = f"{registry.host}/{tag}:1"
+    ok(home.capsule("pull", "-q", debian))
+    conf = "/etc/apt/apt.conf.d/00capsule-remap-root"
+    show = f"busybox cat {conf} 2>/dev/null || echo none"
+    for args in (["--writable"], []):
+        r = ok(home.capsule("run", "--no-home", "--remap-root", *args, debian, "/bin/sh", "-c", show))
+        assert 'APT::Sandbox::User "root";' in r.stdout.splitlines(), r.stdout
+    assert ok(home.capsule("run", "--no-home", debian, "/bin/sh", "-c", show)).stdout == "none\n"
+    images.push("base", registry.host, f"{tag}-plain:1")
+    other = f"{registry.host}/{tag}-plain:1"
+    ok(home.capsule("pull", "-q", other))
+    assert ok(home.capsule("run", "--no-home", "--remap-root", other, "/bin/sh", "-c", show)).stdout == \
+        "none\n"
+    assert not list(home.cache.rglob("00capsule-remap-root"))
+
+
 class Terminal:
     """capsule on a pseudo-terminal of the test's own, as a login shell starts it: the terminal
     is its controlling terminal and it is in the foreground, with a window size set first."""
