@@ -1,4 +1,5 @@
 /* Pull progress on a terminal or a log; see progress.h. */
+#include "clock.h"
 #include "progress.h"
 
 #include <errno.h>
@@ -35,13 +36,6 @@ static const char *const state_names[] = {
     [PROGRESS_UNPACKING] = "unpacking",    [PROGRESS_DONE] = "done",
     [PROGRESS_EXISTS] = "already present", [PROGRESS_FAILED] = "failed",
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static char *format_size(int64_t bytes, int base, const char *const units[6], char buf[16])
 {
@@ -136,7 +130,7 @@ static void redraw_locked(struct progress *p)
     write_all(p->fd, buf, len);
     free(buf);
     p->drawn = true;
-    p->last_draw_ms = now_ms();
+    p->last_draw_ms = (int64_t)clock_now_msec();
 }
 
 void progress_set_label(struct progress *p, size_t i, const char *label, int64_t total)
@@ -156,7 +150,7 @@ void progress_update(struct progress *p, size_t i, int64_t done, int64_t total)
     pthread_mutex_lock(&p->lock);
     p->items[i].done = done;
     p->items[i].total = total;
-    if (p->tty && now_ms() - p->last_draw_ms >= PROGRESS_REDRAW_MS)
+    if (p->tty && (int64_t)clock_now_msec() - p->last_draw_ms >= PROGRESS_REDRAW_MS)
         redraw_locked(p);
     pthread_mutex_unlock(&p->lock);
 }

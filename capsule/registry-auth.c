@@ -8,18 +8,12 @@
 #include <time.h>
 
 #include "auth-challenge.h"
+#include "clock.h"
 #include "macro.h"
 #include "registry-internal.h"
 
 #define TOKEN_ANSWER_MAX (1024u * 1024u)
 #define TOKEN_TIMEOUT_MS (60L * 1000L)
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void wipe_free(char *s)
 {
@@ -57,7 +51,7 @@ int registry_auth_header(struct registry *r, char **ret, unsigned *ret_auth_gen)
         h = r->basic_header;
     else if (r->scope) {
         const struct reg_token *t = token_find(r, r->scope);
-        if (t && now_ms() < t->expires_ms)
+        if (t && (int64_t)clock_now_msec() < t->expires_ms)
             h = t->header;
     }
     *ret = h ? strdup(h) : NULL;
@@ -252,11 +246,12 @@ static int token_store(struct registry *r, const char *scope, const struct auth_
         return -ENOMEM;
     int64_t life = t->expires_in * 1000;
     int64_t margin = life / 10 < 10000 ? life / 10 : 10000;
-    struct reg_token nt = {TAKE_PTR(sc), TAKE_PTR(header), now_ms() + life - margin};
+    struct reg_token nt = {TAKE_PTR(sc), TAKE_PTR(header),
+                           (int64_t)clock_now_msec() + life - margin};
     size_t slot = r->n_tokens;
     for (size_t i = 0; i < r->n_tokens; i++)
         if (strcmp(r->tokens[i].scope, scope) == 0 ||
-            (slot == r->n_tokens && r->tokens[i].expires_ms <= now_ms()))
+            (slot == r->n_tokens && r->tokens[i].expires_ms <= (int64_t)clock_now_msec()))
             slot = i;
     if (slot == REG_TOKENS_MAX)
         slot = 0; /* full of live tokens for other scopes: drop the oldest */

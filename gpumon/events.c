@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "macro.h"
 
 /* One GPU's XIDs, kept for the life of gpumon. */
@@ -136,14 +137,7 @@ static void handle_event(struct events *ev, const nvmlEventData_t *d)
 /* Sleeps up to ms unless stopped; used after a failed wait so a broken event set does not spin. */
 static void pause_unless_stopped(struct events *ev, unsigned ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = clock_deadline_msec(ms);
     pthread_mutex_lock(&ev->lock);
     while (!atomic_load(&ev->stop))
         if (pthread_cond_timedwait(&ev->stop_cond, &ev->lock, &until) != 0)

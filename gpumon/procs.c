@@ -1,4 +1,5 @@
 /* Process attribution from /proc; see procs.h. */
+#include "clock.h"
 #include "procs.h"
 
 #include <errno.h>
@@ -422,13 +423,6 @@ void procs_user_name(uid_t uid, double now, char *buf, size_t size)
         snprintf(buf, size, "%u", (unsigned)uid);
 }
 
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void proc_sample_unknown(struct proc_sample *p)
 {
     p->uid = (uid_t)-1;
@@ -461,7 +455,7 @@ static int read_owner(int dfd, struct proc_sample *p)
     if (parse_status_uid(t, &uid) < 0)
         return 0; /* not a status file we understand: owner unknown */
     p->uid = uid;
-    procs_user_name(uid, mono_now(), p->user, sizeof(p->user));
+    procs_user_name(uid, clock_now_sec(), p->user, sizeof(p->user));
     return 0;
 }
 

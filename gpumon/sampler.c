@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "events.h"
 #include "gpu.h"
 #include "macro.h"
@@ -136,11 +137,6 @@ static double clock_now(clockid_t id)
     struct timespec ts;
     clock_gettime(id, &ts);
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static double mono_now(void)
-{
-    return clock_now(CLOCK_MONOTONIC);
 }
 
 /* The next tick of a schedule of fixed steps. After a pass longer than a step, or a suspend,
@@ -564,7 +560,7 @@ static void publish(struct sampler *s, struct snapshot *snap)
  * shows it. */
 static int fast_pass(struct sampler *s)
 {
-    double start = mono_now();
+    double start = clock_now_sec();
     _cleanup_(snapshot_unrefp) struct snapshot *snap = snapshot_new();
     if (!snap)
         return -ENOMEM;
@@ -583,7 +579,7 @@ static int fast_pass(struct sampler *s)
     if (r < 0)
         return r;
     snap->nvml_errors = atomic_load(&s->errors) + events_errors(s->events);
-    snap->sample_duration = mono_now() - start;
+    snap->sample_duration = clock_now_sec() - start;
     publish(s, TAKE_PTR(snap));
     return 0;
 }
@@ -611,7 +607,7 @@ static void read_slow(struct reader *rd, nvmlDevice_t h)
         if (CALL(rd, P_PCIE_RX, nvmlDeviceGetPcieThroughput, h, NVML_PCIE_UTIL_RX_BYTES, &x))
             gpu_values_set(&v, GF_PCIE_RX, x * 1024.0);
     }
-    double now = mono_now();
+    double now = clock_now_sec();
     pthread_mutex_lock(&s->slow_lock);
     for (int f = 0; f < GF_COUNT; f++)
         if (gpu_values_has(&v, f)) {
@@ -886,9 +882,7 @@ static void reload(struct sampler *s)
     /* The new model has no slow values yet: have them read now rather than a slow interval
      * later, and wait (a little) for them, so the next snapshot is complete again. */
     unsigned generation = s->m.generation;
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += RELOAD_SLOW_WAIT_S;
+    struct timespec until = clock_deadline_msec(RELOAD_SLOW_WAIT_S * 1000u);
     pthread_mutex_lock(&s->lock);
     s->slow_kick = true;
     pthread_cond_broadcast(&s->wake);
@@ -942,13 +936,13 @@ static void rescan(struct sampler *s, double now, struct lost_retry *lr)
 static void *fast_main(void *userdata)
 {
     struct sampler *s = userdata;
-    double tick = mono_now(), next_rescan = tick + s->rescan_interval;
+    double tick = clock_now_sec(), next_rescan = tick + s->rescan_interval;
     struct lost_retry lr = {.at = 0, .wait = s->rescan_interval};
     for (;;) {
-        tick = next_tick(tick, s->interval, mono_now());
+        tick = next_tick(tick, s->interval, clock_now_sec());
         if (wait_until(s, tick, NULL))
             return NULL;
-        double now = mono_now();
+        double now = clock_now_sec();
         if (now >= next_rescan) {
             next_rescan = next_tick(next_rescan, s->rescan_interval, now);
             rescan(s, now, &lr);
@@ -960,13 +954,13 @@ static void *fast_main(void *userdata)
 static void *slow_main(void *userdata)
 {
     struct sampler *s = userdata;
-    double tick = mono_now(), next_reprobe = tick + s->rescan_interval;
+    double tick = clock_now_sec(), next_reprobe = tick + s->rescan_interval;
     for (;;) {
         bool kicked;
-        tick = next_tick(tick, s->slow_interval, mono_now());
+        tick = next_tick(tick, s->slow_interval, clock_now_sec());
         if (wait_until(s, tick, &kicked))
             return NULL;
-        double now = mono_now();
+        double now = clock_now_sec();
         if (kicked)
             tick = now;
         bool reprobe = now >= next_reprobe;

@@ -8,16 +8,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "daemon-internal.h"
 #include "log.h"
 #include "macro.h"
-
-uint64_t now_usec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static double wall_now(void)
 {
@@ -46,7 +40,7 @@ static void report_heartbeat(struct daemon *d, struct link *l, const struct ctl_
         .level = (enum cool_level)level,
         .reason = t && level != COOL_LEVEL_NORMAL ? t->reason : COOL_REASON_NONE,
         .has_cut_in = false,
-        .received_at = now_usec(),
+        .received_at = clock_now_usec(),
     };
     safety_report(d->safety, &rep);
 }
@@ -88,7 +82,7 @@ static void on_state_change(struct link *l, enum link_state old_state, enum link
 {
     struct daemon *d = userdata;
     const char *why = link_get_error(l);
-    safety_link_changed(d->safety, new_state == LINK_UP, now_usec());
+    safety_link_changed(d->safety, new_state == LINK_UP, clock_now_usec());
     eventlog_add(d->events, "daemon", "link", NULL, "serial link %s -> %s%s%s",
                  link_state_to_string(old_state), link_state_to_string(new_state), why ? ": " : "",
                  why ? why : "");
@@ -255,7 +249,7 @@ void daemon_shutdown_event(const char *message, json_t *fields, void *userdata)
 int daemon_drill(struct daemon *d, json_t **ret_stages, struct errmsg *e)
 {
     /* A drill pretends the controller cuts power as its default cut delay would. */
-    int r = shutdown_start(d->shutdown, "drill", now_usec() + 30 * 1000000ull, true);
+    int r = shutdown_start(d->shutdown, "drill", clock_now_usec() + 30 * 1000000ull, true);
     if (r == -EALREADY)
         return errmsg_set(e, -EBUSY, "a real shutdown is under way");
     if (r == -EBUSY)

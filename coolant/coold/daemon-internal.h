@@ -44,8 +44,6 @@ struct daemon {
     int signal_fd; /* SIGTERM, SIGINT, SIGHUP */
 };
 
-uint64_t now_usec(void);
-
 /* Wires link callbacks into safety and the event list (daemon-glue.c). */
 extern const struct link_callbacks daemon_link_callbacks;
 

@@ -1,5 +1,6 @@
 /* coold's life cycle and main loop: one thread owns the serial link and the safety state machine;
  * HTTP threads and the shutdown thread reach them through daemon_call() under the lock. */
+#include "clock.h"
 #include "daemon-run.h"
 
 #include <fcntl.h>
@@ -79,7 +80,7 @@ static int setup_link(struct daemon *d, struct errmsg *e)
     sc.stale_after_usec = (uint64_t)(d->cfg.stale_after_s * 1e6);
     sc.dead_after_usec = (uint64_t)(d->cfg.dead_after_s * 1e6);
     sc.drill = d->cfg.drill;
-    uint64_t now = now_usec();
+    uint64_t now = clock_now_usec();
     r = safety_new(&sc, now, &d->safety);
     if (r < 0)
         return errmsg_set(e, r, "cannot create the safety state machine");
@@ -174,7 +175,7 @@ void daemon_view(struct daemon *d, struct coold_view *v)
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     pthread_mutex_lock(&d->lock);
-    uint64_t now = now_usec();
+    uint64_t now = clock_now_usec();
     v->link_state = d->link ? link_state_to_string(link_get_state(d->link)) : "closed";
     v->controller_up = d->link && link_get_state(d->link) == LINK_UP && !d->decision.lost;
     v->stale = d->decision.stale;
@@ -269,7 +270,7 @@ static bool may_stop(struct daemon *d, uint64_t stop_by)
     if (!d->stop_noted)
         log_warning("Stop requested during an emergency shutdown: finishing it first");
     d->stop_noted = true;
-    return now_usec() >= stop_by;
+    return clock_now_usec() >= stop_by;
 }
 
 int daemon_run(struct daemon *d)
@@ -284,12 +285,12 @@ int daemon_run(struct daemon *d)
     for (;;) {
         struct pollfd fds[3];
         pthread_mutex_lock(&d->lock);
-        int timeout = prepare_poll(d, fds, now_usec());
+        int timeout = prepare_poll(d, fds, clock_now_usec());
         pthread_mutex_unlock(&d->lock);
         if (poll(fds, fds[2].fd >= 0 ? 3 : 2, timeout) < 0 && errno != EINTR)
             return log_error_errno(negative_errno(), "poll failed");
         if ((fds[0].revents & POLLIN) && read_signals(d) && !stop_by) {
-            stop_by = now_usec() + FINISH_SHUTDOWN_USEC;
+            stop_by = clock_now_usec() + FINISH_SHUTDOWN_USEC;
             shutdown_cancel_drill(d->shutdown);
         }
         if (stop_by && may_stop(d, stop_by))
@@ -298,7 +299,7 @@ int daemon_run(struct daemon *d)
         while (read(d->wake_fd, &drain, sizeof(drain)) > 0)
             ;
         pthread_mutex_lock(&d->lock);
-        uint64_t now = now_usec();
+        uint64_t now = clock_now_usec();
         link_process(d->link, now, fds[2].fd >= 0 ? fds[2].revents : 0);
         daemon_step_safety(d, now);
         pthread_mutex_unlock(&d->lock);

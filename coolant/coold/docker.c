@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "hooks.h"
 #include "http-client.h"
 #include "macro.h"
@@ -30,7 +31,7 @@ static bool id_valid(const char *id)
 static int docker_call(const char *method, const char *path, const char *socket,
                        uint64_t deadline_us, struct http_response *ret, struct errmsg *e)
 {
-    uint64_t now = hooks_now_us();
+    uint64_t now = clock_now_usec();
     long left_ms = deadline_us > now ? (long)((deadline_us - now) / 1000u) : 0;
     if (left_ms <= 0)
         return errmsg_set(e, -ETIMEDOUT, "%s %s: no time left before the deadline", method, path);
@@ -134,13 +135,13 @@ struct stop_job {
 static void stop_one(const struct stop_job *job)
 {
     struct docker_stop_result *res = job->res;
-    uint64_t start = hooks_now_us();
+    uint64_t start = clock_now_usec();
     char path[128];
     snprintf(path, sizeof(path), "/containers/%s/stop?t=%u", job->c->id, job->grace_s);
     struct errmsg e = {{0}};
     struct http_response resp = {0};
     int r = docker_call("POST", path, job->socket, job->deadline_us, &resp, &e);
-    res->seconds = (double)(hooks_now_us() - start) / 1e6;
+    res->seconds = (double)(clock_now_usec() - start) / 1e6;
     res->status = resp.status;
     if (r < 0) {
         res->r = r;
@@ -254,7 +255,7 @@ int docker_wait_stopped(const char *socket, const struct docker_container *c, si
                 left--;
             }
         }
-        uint64_t now = hooks_now_us();
+        uint64_t now = clock_now_usec();
         if (left == 0 || now >= deadline_us)
             break;
         uint64_t nap = (uint64_t)poll_ms * 1000u;

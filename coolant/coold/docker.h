@@ -2,7 +2,7 @@
  * list the running containers, stop them all at once with a grace period (so that their SIGTERM
  * handlers checkpoint in parallel), and confirm they stopped.
  *
- * Every call is bounded by a deadline (CLOCK_MONOTONIC microseconds, see hooks_now_us()): an
+ * Every call is bounded by a deadline (CLOCK_MONOTONIC microseconds, see clock_now_usec()): an
  * engine that accepts connections but never answers costs at most the time left to the deadline,
  * and a call made with no time left fails at once with -ETIMEDOUT. Unversioned API paths are used,
  * so any engine version answers. All functions are thread-safe. */

@@ -1,4 +1,5 @@
 /* The fake Docker Engine of the unit tests (fake-docker.h). */
+#include "clock.h"
 #include "fake-docker.h"
 
 #include <setjmp.h>
@@ -33,7 +34,7 @@ struct fake_container *fake_find(struct fake_docker *f, const char *id, size_t l
 
 static bool fake_running(const struct fake_container *c)
 {
-    return c->running || (c->stops_at_us && hooks_now_us() < c->stops_at_us);
+    return c->running || (c->stops_at_us && clock_now_usec() < c->stops_at_us);
 }
 
 static void fake_list(struct fake_docker *f, struct http_reply *reply)
@@ -69,7 +70,7 @@ static void fake_stop(struct fake_docker *f, struct fake_container *c, struct ht
     }
     c->running = false;
     if (c->linger_ms)
-        c->stops_at_us = hooks_now_us() + c->linger_ms * 1000u;
+        c->stops_at_us = clock_now_usec() + c->linger_ms * 1000u;
     http_reply_take(reply, 204, NULL, NULL, 0, false);
 }
 

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "macro.h"
 
 extern char **environ;
@@ -34,13 +35,6 @@ struct child {
     size_t len;
     char buf[HOOKS_LINE_MAX + 1];
 };
-
-uint64_t hooks_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 /* The child's fds: stdin is /dev/null, stdout and stderr are out_fd (or the daemon's own when
  * out_fd is -1), and nothing else. Not every fd of the daemon is close-on-exec: libraries open
@@ -106,7 +100,7 @@ static int spawn_child(const struct hooks_job *job, const struct hooks_exec_opts
         fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
     c->pid = pid;
     c->out_fd = pipefd[0];
-    c->started_us = hooks_now_us();
+    c->started_us = clock_now_usec();
     /* pidfds are always close-on-exec. Without one we fall back to a poll tick. */
     c->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     return 0;
@@ -174,7 +168,7 @@ static void child_reaped(struct child *c, struct hooks_outcome *out, int status)
 {
     out->exited = true;
     out->status = status;
-    out->seconds = (double)(hooks_now_us() - c->started_us) / 1e6;
+    out->seconds = (double)(clock_now_usec() - c->started_us) / 1e6;
     c->pid = 0;
     if (c->pidfd >= 0) {
         close(c->pidfd);
@@ -205,7 +199,7 @@ static size_t reap_exited(struct child *ch, size_t n, struct hooks_outcome *ret)
 static void stop_remaining(struct child *ch, size_t n, const struct hooks_exec_opts *o,
                            struct hooks_outcome *ret)
 {
-    uint64_t now = hooks_now_us();
+    uint64_t now = clock_now_usec();
     for (size_t i = 0; i < n; i++) {
         if (ch[i].pid <= 0)
             continue;
@@ -220,7 +214,7 @@ static void stop_remaining(struct child *ch, size_t n, const struct hooks_exec_o
             kill(ch[i].pid, SIGKILL);
     }
     uint64_t until = now + REAP_AFTER_KILL_US;
-    while (reap_exited(ch, n, ret) > 0 && hooks_now_us() < until)
+    while (reap_exited(ch, n, ret) > 0 && clock_now_usec() < until)
         usleep(5000);
     for (size_t i = 0; i < n; i++)
         if (ch[i].pid > 0) {
@@ -258,7 +252,7 @@ static int supervise(const struct hooks_job *jobs, struct child *ch, size_t n,
     for (;;) {
         if (reap_exited(ch, n, ret) == 0)
             break;
-        uint64_t now = hooks_now_us();
+        uint64_t now = clock_now_usec();
         if ((o->cancel && atomic_load(o->cancel)) ||
             (o->deadline_us > 0 && now >= o->deadline_us)) {
             stop_remaining(ch, n, o, ret);
@@ -419,7 +413,7 @@ static char **build_env(const struct hooks_event *ev, char vars[4][96])
     for (char **p = environ; p && *p; p++)
         if (strncmp(*p, "COOLD_", 6) != 0)
             env[k++] = *p;
-    uint64_t now = hooks_now_us();
+    uint64_t now = clock_now_usec();
     uint64_t left_s = ev->power_cut_us > now ? (ev->power_cut_us - now) / 1000000u : 0;
     snprintf(vars[0], sizeof(vars[0]), "COOLD_EVENT=%s", ev->event);
     snprintf(vars[1], sizeof(vars[1]), "COOLD_REASON=%s", ev->reason ? ev->reason : "unknown");

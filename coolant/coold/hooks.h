@@ -6,9 +6,9 @@
  * is /dev/null and every line they print goes to the caller's line callback. Each hook runs in its
  * own process group, so that a hook's children die with it when the stage budget runs out.
  *
- * All times are CLOCK_MONOTONIC microseconds (see hooks_now_us()). The functions are reentrant,
- * but they reap only the children they started (waitpid() on those pids), so the daemon must not
- * set SIGCHLD to SIG_IGN. */
+ * All times are CLOCK_MONOTONIC microseconds (clock_now_usec() of lib/clock.h). The functions are
+ * reentrant, but they reap only the children they started (waitpid() on those pids), so the
+ * daemon must not set SIGCHLD to SIG_IGN. */
 #pragma once
 
 #include <stdatomic.h>
@@ -56,9 +56,6 @@ struct hooks_outcome {
     bool running;   /* still running at the deadline and left alone */
     double seconds; /* from start to exit or to the deadline */
 };
-
-/* The current CLOCK_MONOTONIC time in microseconds. */
-uint64_t hooks_now_us(void);
 
 /* Starts all jobs at once and waits until every one has exited or the deadline (or cancel) came,
  * forwarding their output line by line. ret must have room for n outcomes; each is filled even

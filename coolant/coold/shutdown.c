@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "clock.h"
 #include "docker.h"
 #include "hooks.h"
 #include "macro.h"
@@ -119,7 +120,7 @@ static uint64_t stage_end(const struct run *run, unsigned weight, unsigned weigh
 {
     uint64_t reserve = (uint64_t)(run->s->cfg.halt_reserve_s * 1e6);
     uint64_t end = run->deadline_us > reserve ? run->deadline_us - reserve : 0;
-    uint64_t now = hooks_now_us();
+    uint64_t now = clock_now_usec();
     if (now >= end)
         return 0;
     return now + (end - now) * weight / weight_left;
@@ -130,7 +131,7 @@ static uint64_t begin_stage(struct run *run, enum shutdown_stage stage)
     pthread_mutex_lock(&run->s->lock);
     run->stage = stage;
     pthread_mutex_unlock(&run->s->lock);
-    return hooks_now_us();
+    return clock_now_usec();
 }
 
 /* Details quote hook and container names and error texts, which need not be UTF-8; JSON must be.
@@ -154,7 +155,7 @@ static void end_stage(struct run *run, enum shutdown_stage stage, uint64_t start
                       const char *fmt, ...)
 {
     struct shutdown_step step = {.stage = stage, .ok = ok};
-    step.seconds = (double)(hooks_now_us() - started) / 1e6;
+    step.seconds = (double)(clock_now_usec() - started) / 1e6;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(step.detail, sizeof(step.detail), fmt, ap);
@@ -269,7 +270,7 @@ static unsigned grace_for(const struct run *run, uint64_t now, uint64_t end)
 static void stop_containers(struct run *run, uint64_t t, uint64_t end)
 {
     size_t n = run->n_containers;
-    unsigned grace = grace_for(run, hooks_now_us(), end);
+    unsigned grace = grace_for(run, clock_now_usec(), end);
     _cleanup_free_ struct docker_stop_result *res = calloc(n, sizeof(*res));
     _cleanup_free_ bool *failed = calloc(n, sizeof(*failed));
     if (!res || !failed) {
@@ -422,10 +423,10 @@ static void stage_halt(struct run *run)
     do {
         if (tries++ > 0)
             usleep(250 * 1000);
-        within = halt_within_for(run, hooks_now_us());
+        within = halt_within_for(run, clock_now_usec());
         r = c->send_halt(within, c->userdata);
     } while (r < 0 && halt_retryable(r) && !atomic_load(&run->cancel) &&
-             hooks_now_us() + 250 * 1000 < give_up);
+             clock_now_usec() + 250 * 1000 < give_up);
     if (r < 0)
         end_stage(run, SHUTDOWN_STAGE_HALT, t, false, "HALT within=%u failed after %u tries: %s",
                   within, tries, strerror(-r));
@@ -632,7 +633,7 @@ enum shutdown_stage shutdown_get_stage(struct shutdown *s)
 
 int shutdown_wait(struct shutdown *s, bool drill, uint64_t timeout_us)
 {
-    uint64_t until = timeout_us ? hooks_now_us() + timeout_us : 0;
+    uint64_t until = timeout_us ? clock_now_usec() + timeout_us : 0;
     struct timespec ts = {.tv_sec = (time_t)(until / 1000000u),
                           .tv_nsec = (long)(until % 1000000u) * 1000};
     int r = 0;

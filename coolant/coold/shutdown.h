@@ -17,7 +17,7 @@
  * command is not run; it does not latch, and a real shutdown that starts meanwhile cancels it.
  * Runs happen on a thread of their own, so the daemon's main loop keeps talking to the
  * controller. Every function here is thread-safe. Times are CLOCK_MONOTONIC microseconds
- * (hooks_now_us()). */
+ * (clock_now_usec()). */
 #pragma once
 
 #include <jansson.h>

@@ -18,6 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "docker.h"
 #include "hooks.h"
 #include "http-server.h"
@@ -36,7 +37,7 @@ static void test_list_running(void **state)
     /* The "unix://" form of the socket works too. */
     char url[128];
     snprintf(url, sizeof(url), "unix://%s", f->sock);
-    assert_int_equal(docker_list_running(url, hooks_now_us() + 2000000u, &c, &n, &e), 0);
+    assert_int_equal(docker_list_running(url, clock_now_usec() + 2000000u, &c, &n, &e), 0);
     assert_int_equal(n, 2);
     assert_string_equal(c[0].name, "trainer");
     assert_string_equal(c[0].id, f->c[0].id);
@@ -56,9 +57,9 @@ static void test_stops_are_concurrent_with_grace(void **state)
     }
     f->c[3].running = false; /* already stopped: 304 */
     struct docker_stop_result res[4];
-    uint64_t start = hooks_now_us();
+    uint64_t start = clock_now_usec();
     assert_int_equal(docker_stop_all(f->sock, c, 4, 7, start + 10000000u, res), 4);
-    assert_true(hooks_now_us() - start < 3000000u);
+    assert_true(clock_now_usec() - start < 3000000u);
     assert_false(f->barrier_missed);
     assert_int_equal(fake_count_calls(f, "POST /containers/"), 4);
     for (size_t i = 0; i < 4; i++) {
@@ -85,33 +86,34 @@ static void test_running_and_wait(void **state)
     bool running = false;
     struct errmsg e = {{0}};
     assert_int_equal(
-        docker_container_running(f->sock, c[0].id, hooks_now_us() + 1000000u, &running, &e), 0);
+        docker_container_running(f->sock, c[0].id, clock_now_usec() + 1000000u, &running, &e), 0);
     assert_true(running);
     assert_int_equal(
-        docker_container_running(f->sock, "deadbeef", hooks_now_us() + 1000000u, &running, &e), 0);
+        docker_container_running(f->sock, "deadbeef", clock_now_usec() + 1000000u, &running, &e),
+        0);
     assert_false(running);
     assert_int_equal(
-        docker_container_running(f->sock, "../x", hooks_now_us() + 1000000u, &running, &e),
+        docker_container_running(f->sock, "../x", clock_now_usec() + 1000000u, &running, &e),
         -EINVAL);
 
     /* Container 0 takes 300 ms to go down after its stop; container 1 never stops. */
     f->c[0].linger_ms = 300;
     struct docker_stop_result res[1];
-    assert_int_equal(docker_stop_all(f->sock, c, 1, 5, hooks_now_us() + 2000000u, res), 1);
+    assert_int_equal(docker_stop_all(f->sock, c, 1, 5, clock_now_usec() + 2000000u, res), 1);
     bool left[3];
-    uint64_t start = hooks_now_us();
+    uint64_t start = clock_now_usec();
     assert_int_equal(docker_wait_stopped(f->sock, c, 3, start + 800000u, 50, left, &e), 1);
     assert_false(left[0]);
     assert_true(left[1]);
     assert_false(left[2]);
-    uint64_t took = hooks_now_us() - start;
+    uint64_t took = clock_now_usec() - start;
     assert_true(took >= 700000u && took < 1500000u);
 
     /* Once all are down it returns at once. */
     c[1] = c[2];
-    start = hooks_now_us();
+    start = clock_now_usec();
     assert_int_equal(docker_wait_stopped(f->sock, c, 2, start + 5000000u, 50, left, &e), 0);
-    assert_true(hooks_now_us() - start < 1000000u);
+    assert_true(clock_now_usec() - start < 1000000u);
     fake_free(f);
 }
 
@@ -122,28 +124,29 @@ static void test_engine_errors(void **state)
     struct docker_container *list = NULL;
     size_t n = 0;
     struct errmsg e = {{0}};
-    assert_int_equal(docker_list_running(f->sock, hooks_now_us() + 1000000u, &list, &n, &e),
+    assert_int_equal(docker_list_running(f->sock, clock_now_usec() + 1000000u, &list, &n, &e),
                      -EPROTO);
     assert_non_null(strstr(e.text, "HTTP 500"));
     assert_non_null(strstr(e.text, "engine on fire"));
     struct docker_container c = {0};
     snprintf(c.id, sizeof(c.id), "%s", f->c[0].id);
     struct docker_stop_result res;
-    assert_int_equal(docker_stop_all(f->sock, &c, 1, 5, hooks_now_us() + 1000000u, &res), 0);
+    assert_int_equal(docker_stop_all(f->sock, &c, 1, 5, clock_now_usec() + 1000000u, &res), 0);
     assert_int_equal(res.r, -EPROTO);
     assert_non_null(strstr(res.error, "engine on fire"));
     fake_free(f);
 
     /* No engine at all: a missing socket fails at once. */
-    uint64_t start = hooks_now_us();
+    uint64_t start = clock_now_usec();
     int r = docker_list_running("/nonexistent/docker.sock", start + 5000000u, &list, &n, &e);
     assert_true(r == -ENOENT || r == -ECONNREFUSED);
     assert_non_null(strstr(e.text, "/nonexistent/docker.sock"));
-    assert_true(hooks_now_us() - start < 1000000u);
+    assert_true(clock_now_usec() - start < 1000000u);
 
     /* No time left: no call is made at all. */
-    assert_int_equal(docker_list_running("/nonexistent/docker.sock", hooks_now_us(), &list, &n, &e),
-                     -ETIMEDOUT);
+    assert_int_equal(
+        docker_list_running("/nonexistent/docker.sock", clock_now_usec(), &list, &n, &e),
+        -ETIMEDOUT);
 }
 
 static void test_hanging_engine_bounded_by_deadline(void **state)
@@ -155,9 +158,9 @@ static void test_hanging_engine_bounded_by_deadline(void **state)
     for (size_t i = 0; i < 3; i++)
         snprintf(c[i].id, sizeof(c[i].id), "%s", f->c[i].id);
     struct docker_stop_result res[3];
-    uint64_t start = hooks_now_us();
+    uint64_t start = clock_now_usec();
     assert_int_equal(docker_stop_all(f->sock, c, 3, 20, start + 500000u, res), 0);
-    uint64_t took = hooks_now_us() - start;
+    uint64_t took = clock_now_usec() - start;
     assert_true(took < 1000000u);
     for (size_t i = 0; i < 3; i++)
         assert_int_equal(res[i].r, -ETIMEDOUT);
@@ -171,9 +174,9 @@ static void test_hanging_engine_bounded_by_deadline(void **state)
     struct docker_container *list = NULL;
     size_t n = 0;
     struct errmsg e = {{0}};
-    start = hooks_now_us();
+    start = clock_now_usec();
     assert_int_equal(docker_list_running(path, start + 300000u, &list, &n, &e), -ETIMEDOUT);
-    assert_true(hooks_now_us() - start < 800000u);
+    assert_true(clock_now_usec() - start < 800000u);
     close(fd);
     unlink(path);
     rmdir(dir);

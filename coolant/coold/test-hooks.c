@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "hooks.h"
 #include "macro.h"
 
@@ -133,7 +134,7 @@ static void test_run_passes_event_and_env(void **state)
     write_file(t->dir, "30-plain", 0644, "#!/bin/sh\necho ran > ran-plain\n");
     /* A stale COOLD_* variable of the daemon's own environment must not leak through. */
     setenv("COOLD_EVENT", "stale", 1);
-    uint64_t now = hooks_now_us();
+    uint64_t now = clock_now_usec();
     struct hooks_event ev = {.event = "precritical",
                              .reason = "pump_stopped",
                              .power_cut_us = now + 27500000u,
@@ -152,7 +153,7 @@ static void test_run_passes_event_and_env(void **state)
     ev.event = "drill";
     ev.drill = true;
     ev.power_cut_us = 0; /* already past: the countdown stops at 0 */
-    o.deadline_us = hooks_now_us() + 5000000u;
+    o.deadline_us = clock_now_usec() + 5000000u;
     assert_int_equal(hooks_run(t->dir, &ev, &o, &sum, &e), 0);
     assert_string_equal(read_trace(t, "10-a"), "10-a 1 drill drill pump_stopped 0 1");
 }
@@ -187,7 +188,7 @@ static void test_output_stdin_and_failures(void **state)
     write_file(t->dir, "30-noexec", 0755, "not a script, no shebang\n");
     struct hooks_event ev = {.event = "precritical", .reason = "temp_high"};
     struct lines l = {0};
-    struct hooks_exec_opts o = {.deadline_us = hooks_now_us() + 5000000u,
+    struct hooks_exec_opts o = {.deadline_us = clock_now_usec() + 5000000u,
                                 .kill_at_deadline = true,
                                 .line_fn = collect_line,
                                 .userdata = &l};
@@ -211,11 +212,11 @@ static void test_hooks_run_concurrently(void **state)
     write_file(t->dir, "b", 0755, "#!/bin/sh\nsleep 1\n");
     write_file(t->dir, "c", 0755, "#!/bin/sh\nsleep 1\n");
     struct hooks_event ev = {.event = "precritical", .reason = "pump_stopped"};
-    uint64_t start = hooks_now_us();
+    uint64_t start = clock_now_usec();
     struct hooks_exec_opts o = {.deadline_us = start + 10000000u, .kill_at_deadline = true};
     struct hooks_summary sum;
     assert_int_equal(hooks_run(t->dir, &ev, &o, &sum, NULL), 0);
-    uint64_t took = hooks_now_us() - start;
+    uint64_t took = clock_now_usec() - start;
     assert_int_equal(sum.ok, 3);
     assert_true(took >= 1000000u);
     assert_true(took < 2000000u); /* one after the other would take 3 s */
@@ -251,11 +252,11 @@ static void test_hung_hook_killed_at_budget(void **state)
     write_file(t->dir, "50-hang", 0755, text);
     write_file(t->dir, "10-quick", 0755, "#!/bin/sh\ntrue\n");
     struct hooks_event ev = {.event = "precritical", .reason = "pump_stopped"};
-    uint64_t start = hooks_now_us();
+    uint64_t start = clock_now_usec();
     struct hooks_exec_opts o = {.deadline_us = start + 500000u, .kill_at_deadline = true};
     struct hooks_summary sum;
     assert_int_equal(hooks_run(t->dir, &ev, &o, &sum, NULL), 0);
-    uint64_t took = hooks_now_us() - start;
+    uint64_t took = clock_now_usec() - start;
     assert_true(took >= 500000u);
     assert_true(took < 1500000u);
     assert_int_equal(sum.ok, 1);
@@ -269,7 +270,7 @@ static void test_hung_hook_killed_at_budget(void **state)
 static void test_missing_dir_is_fine(void **state)
 {
     struct hooks_event ev = {.event = "precritical", .reason = "pump_stopped"};
-    struct hooks_exec_opts o = {.deadline_us = hooks_now_us() + 1000000u};
+    struct hooks_exec_opts o = {.deadline_us = clock_now_usec() + 1000000u};
     struct hooks_summary sum;
     assert_int_equal(hooks_run("/nonexistent/hooks.d", &ev, &o, &sum, NULL), 0);
     assert_int_equal(sum.total, 0);
@@ -290,15 +291,15 @@ static void test_exec_cancel_and_leave_running(void **state)
 
     /* A set cancel flag ends the wait at once, like a deadline. */
     atomic_bool cancel = true;
-    uint64_t start = hooks_now_us();
+    uint64_t start = clock_now_usec();
     struct hooks_exec_opts o = {.kill_at_deadline = true, .cancel = &cancel};
     assert_int_equal(hooks_exec(&job, 1, &o, &out, NULL), 0);
-    assert_true(hooks_now_us() - start < 1000000u);
+    assert_true(clock_now_usec() - start < 1000000u);
     assert_true(out.killed);
 
     /* Without kill_at_deadline the child is left alone: the shutdown command must never be
      * killed by us. */
-    o = (struct hooks_exec_opts){.deadline_us = hooks_now_us() + 200000u, .inherit_output = true};
+    o = (struct hooks_exec_opts){.deadline_us = clock_now_usec() + 200000u, .inherit_output = true};
     assert_int_equal(hooks_exec(&job, 1, &o, &out, NULL), 0);
     assert_true(out.running);
     assert_false(out.killed);
@@ -335,7 +336,7 @@ static void test_children_get_only_stdio(void **state)
     char *const ls_argv[] = {"ls", "/proc/self/fd", NULL};
     struct hooks_job job = {.name = "ls", .path = "/bin/ls", .argv = ls_argv};
     struct lines l = {0};
-    struct hooks_exec_opts o = {.deadline_us = hooks_now_us() + 5000000u,
+    struct hooks_exec_opts o = {.deadline_us = clock_now_usec() + 5000000u,
                                 .kill_at_deadline = true,
                                 .line_fn = collect_line,
                                 .userdata = &l};
@@ -350,8 +351,9 @@ static void test_children_get_only_stdio(void **state)
     snprintf(trace, sizeof(trace), "%s/fds", t->out);
     char *const sh_argv[] = {"sh", "-c", "exec ls /proc/self/fd > \"$0\"", trace, NULL};
     job = (struct hooks_job){.name = "cmd", .path = "/bin/sh", .argv = sh_argv};
-    o = (struct hooks_exec_opts){
-        .deadline_us = hooks_now_us() + 5000000u, .kill_at_deadline = true, .inherit_output = true};
+    o = (struct hooks_exec_opts){.deadline_us = clock_now_usec() + 5000000u,
+                                 .kill_at_deadline = true,
+                                 .inherit_output = true};
     assert_int_equal(hooks_exec(&job, 1, &o, &out, NULL), 0);
     assert_true(out.exited && WIFEXITED(out.status) && WEXITSTATUS(out.status) == 0);
     char *fds = read_trace(t, "fds");
@@ -362,7 +364,7 @@ static void test_children_get_only_stdio(void **state)
     write_file(t->dir, "10-fds", 0755, "#!/bin/sh\nexec ls /proc/self/fd\n");
     struct hooks_event ev = {.event = "precritical", .reason = "pump_stopped"};
     l = (struct lines){0};
-    o = (struct hooks_exec_opts){.deadline_us = hooks_now_us() + 5000000u,
+    o = (struct hooks_exec_opts){.deadline_us = clock_now_usec() + 5000000u,
                                  .kill_at_deadline = true,
                                  .line_fn = collect_line,
                                  .userdata = &l};

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "clock.h"
 #include "fake-docker.h"
 #include "hooks.h"
 
@@ -67,7 +68,7 @@ static int send_halt(unsigned within_s, void *userdata)
     pthread_mutex_lock(&h->lock);
     h->halts++;
     h->halt_within = within_s;
-    h->halt_at_us = hooks_now_us();
+    h->halt_at_us = clock_now_usec();
     h->stops_at_halt = h->f ? fake_count_calls(h->f, "POST") : 0;
     int r = h->halt_failures == 0 || h->halts <= h->halt_failures ? h->halt_result : 0;
     pthread_mutex_unlock(&h->lock);
@@ -177,10 +178,10 @@ static void test_real_shutdown_runs_every_stage_once(void **state)
     struct harness *h = *state;
     struct shutdown *s = new_shutdown(h);
     assert_int_equal(shutdown_get_stage(s), SHUTDOWN_STAGE_IDLE);
-    uint64_t deadline = hooks_now_us() + 10000000u;
+    uint64_t deadline = clock_now_usec() + 10000000u;
     assert_int_equal(shutdown_start(s, "pump_stopped", deadline, false), 0);
     assert_int_equal(shutdown_wait(s, false, 15000000u), 0);
-    assert_true(hooks_now_us() < deadline);
+    assert_true(clock_now_usec() < deadline);
 
     /* In order: hooks, then every stop before HALT, then the command, once each. */
     assert_string_equal(read_all(h->trace), "hook precritical\nhalt 60\ncommand\n");
@@ -216,9 +217,9 @@ static void test_real_shutdown_runs_every_stage_once(void **state)
     assert_string_equal(st.reason, "pump_stopped");
 
     /* The latch: neither another shutdown nor a drill runs again. */
-    assert_int_equal(shutdown_start(s, "pump_stopped", hooks_now_us() + 10000000u, false),
+    assert_int_equal(shutdown_start(s, "pump_stopped", clock_now_usec() + 10000000u, false),
                      -EALREADY);
-    assert_int_equal(shutdown_start(s, "drill", hooks_now_us() + 10000000u, true), -EALREADY);
+    assert_int_equal(shutdown_start(s, "drill", clock_now_usec() + 10000000u, true), -EALREADY);
 
     assert_true(saw(h, h->logs, h->n_logs, "hook 10-note: saving"));
     assert_true(saw(h, h->events, h->n_events, "shutdown started (pump_stopped)"));
@@ -244,7 +245,7 @@ static void test_grace_is_configured_value_when_time_allows(void **state)
     struct harness *h = *state;
     h->cfg.container_grace_s = 2;
     struct shutdown *s = new_shutdown(h);
-    assert_int_equal(shutdown_start(s, "temp_high", hooks_now_us() + 60000000u, false), 0);
+    assert_int_equal(shutdown_start(s, "temp_high", clock_now_usec() + 60000000u, false), 0);
     assert_int_equal(shutdown_wait(s, false, 10000000u), 0);
     char expect[128];
     snprintf(expect, sizeof(expect), "POST /containers/%s/stop t=2", h->f->c[0].id);
@@ -259,11 +260,11 @@ static void test_hanging_docker_does_not_delay_command(void **state)
     fake_set_mode(h->f, FAKE_HANG_STOPS);
     h->cfg.halt_reserve_s = 0.5;
     struct shutdown *s = new_shutdown(h);
-    uint64_t start = hooks_now_us();
+    uint64_t start = clock_now_usec();
     uint64_t deadline = start + 3000000u;
     assert_int_equal(shutdown_start(s, "pump_stopped", deadline, false), 0);
     assert_int_equal(shutdown_wait(s, false, 10000000u), 0);
-    uint64_t end = hooks_now_us();
+    uint64_t end = clock_now_usec();
 
     /* HALT and the command came before the reserve kept for the OS halt. */
     assert_true(h->halt_at_us > start);
@@ -289,10 +290,10 @@ static void test_engine_that_never_answers(void **state)
     h->cfg.docker_socket = path;
     h->cfg.halt_reserve_s = 0.5;
     struct shutdown *s = new_shutdown(h);
-    uint64_t deadline = hooks_now_us() + 2000000u;
+    uint64_t deadline = clock_now_usec() + 2000000u;
     assert_int_equal(shutdown_start(s, "flow_low", deadline, false), 0);
     assert_int_equal(shutdown_wait(s, false, 10000000u), 0);
-    assert_true(hooks_now_us() < deadline);
+    assert_true(clock_now_usec() < deadline);
     assert_string_equal(read_all(h->trace), "hook precritical\nhalt 60\ncommand\n");
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
     assert_int_equal(get_steps(s, false, steps), 5);
@@ -306,9 +307,9 @@ static void test_drill_stops_nothing(void **state)
 {
     struct harness *h = *state;
     struct shutdown *s = new_shutdown(h);
-    assert_int_equal(shutdown_start(s, "drill", hooks_now_us() + 30000000u, true), 0);
+    assert_int_equal(shutdown_start(s, "drill", clock_now_usec() + 30000000u, true), 0);
     /* One drill at a time. */
-    assert_int_equal(shutdown_start(s, "drill", hooks_now_us() + 30000000u, true), -EBUSY);
+    assert_int_equal(shutdown_start(s, "drill", clock_now_usec() + 30000000u, true), -EBUSY);
     assert_int_equal(shutdown_wait(s, true, 10000000u), 0);
 
     assert_string_equal(read_all(h->trace), "hook drill\n");
@@ -331,9 +332,9 @@ static void test_drill_stops_nothing(void **state)
     assert_false(st.latched);
     assert_int_equal(shutdown_wait(s, false, 1000u), -ENOENT);
     assert_int_equal(get_steps(s, false, steps), 0);
-    assert_int_equal(shutdown_start(s, "drill", hooks_now_us() + 30000000u, true), 0);
+    assert_int_equal(shutdown_start(s, "drill", clock_now_usec() + 30000000u, true), 0);
     assert_int_equal(shutdown_wait(s, true, 10000000u), 0);
-    assert_int_equal(shutdown_start(s, "pump_stopped", hooks_now_us() + 30000000u, false), 0);
+    assert_int_equal(shutdown_start(s, "pump_stopped", clock_now_usec() + 30000000u, false), 0);
     assert_int_equal(shutdown_wait(s, false, 20000000u), 0);
     assert_string_equal(read_all(h->trace),
                         "hook drill\nhook drill\nhook precritical\nhalt 60\ncommand\n");
@@ -345,7 +346,7 @@ static void test_config_drill_makes_every_start_a_drill(void **state)
     struct harness *h = *state;
     h->cfg.drill = true;
     struct shutdown *s = new_shutdown(h);
-    assert_int_equal(shutdown_start(s, "pump_stopped", hooks_now_us() + 30000000u, false), 0);
+    assert_int_equal(shutdown_start(s, "pump_stopped", clock_now_usec() + 30000000u, false), 0);
     assert_int_equal(shutdown_wait(s, true, 10000000u), 0);
     struct shutdown_state st;
     shutdown_get_state(s, &st);
@@ -360,7 +361,7 @@ static void test_stage_visible_while_running(void **state)
     struct harness *h = *state;
     write_hook(h, "20-slow", "sleep 0.6");
     struct shutdown *s = new_shutdown(h);
-    assert_int_equal(shutdown_start(s, "drill", hooks_now_us() + 30000000u, true), 0);
+    assert_int_equal(shutdown_start(s, "drill", clock_now_usec() + 30000000u, true), 0);
     usleep(200000);
     struct shutdown_state st;
     shutdown_get_state(s, &st);
@@ -382,10 +383,10 @@ static void test_deadline_passed_still_halts_and_runs_command(void **state)
 {
     struct harness *h = *state;
     struct shutdown *s = new_shutdown(h);
-    uint64_t start = hooks_now_us();
+    uint64_t start = clock_now_usec();
     assert_int_equal(shutdown_start(s, "temp_high", start, false), 0);
     assert_int_equal(shutdown_wait(s, false, 10000000u), 0);
-    assert_true(hooks_now_us() - start < 1000000u);
+    assert_true(clock_now_usec() - start < 1000000u);
     /* No time for hooks or containers; HALT and the command still happen. */
     assert_string_equal(read_all(h->trace), "halt 60\ncommand\n");
     assert_int_equal(fake_count_calls(h->f, "POST"), 0);
@@ -406,7 +407,7 @@ static void test_halt_retried_while_the_link_resyncs(void **state)
     h->halt_result = -ENOTCONN;
     h->halt_failures = 3;
     struct shutdown *s = new_shutdown(h);
-    assert_int_equal(shutdown_start(s, "pump_stopped", hooks_now_us() + 10000000u, false), 0);
+    assert_int_equal(shutdown_start(s, "pump_stopped", clock_now_usec() + 10000000u, false), 0);
     assert_int_equal(shutdown_wait(s, false, 15000000u), 0);
     assert_int_equal(h->halts, 4);
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
@@ -424,7 +425,7 @@ static void test_halt_gives_up_before_the_reserve(void **state)
     struct harness *h = *state;
     h->halt_result = -ETIMEDOUT;
     struct shutdown *s = new_shutdown(h);
-    uint64_t deadline = hooks_now_us() + 6000000u;
+    uint64_t deadline = clock_now_usec() + 6000000u;
     assert_int_equal(shutdown_start(s, "pump_stopped", deadline, false), 0);
     assert_int_equal(shutdown_wait(s, false, 15000000u), 0);
     assert_true(h->halts > 1);
@@ -444,7 +445,7 @@ static void test_halt_never_shortens_the_cut(void **state)
     struct harness *h = *state;
     h->cfg.halt_within_s = 5;
     struct shutdown *s = new_shutdown(h);
-    assert_int_equal(shutdown_start(s, "pump_stopped", hooks_now_us() + 300000000u, false), 0);
+    assert_int_equal(shutdown_start(s, "pump_stopped", clock_now_usec() + 300000000u, false), 0);
     assert_int_equal(shutdown_wait(s, false, 400000000u), 0);
     assert_true(h->halt_within > 250);
     shutdown_free(s);
@@ -456,7 +457,7 @@ static void test_no_engine_on_the_host(void **state)
     struct harness *h = *state;
     h->cfg.docker_socket = "/nonexistent/docker.sock";
     struct shutdown *s = new_shutdown(h);
-    assert_int_equal(shutdown_start(s, "drill", hooks_now_us() + 10000000u, true), 0);
+    assert_int_equal(shutdown_start(s, "drill", clock_now_usec() + 10000000u, true), 0);
     assert_int_equal(shutdown_wait(s, true, 15000000u), 0);
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
     assert_int_equal(get_steps(s, true, steps), 5);
@@ -478,7 +479,7 @@ static void test_failures_do_not_stop_the_command(void **state)
     h->halt_result = -EPROTO; /* refused: not worth repeating */
     snprintf(h->command, sizeof(h->command), "echo command >> %s; exit 3", h->trace);
     struct shutdown *s = new_shutdown(h);
-    assert_int_equal(shutdown_start(s, "sensors_lost", hooks_now_us() + 10000000u, false), 0);
+    assert_int_equal(shutdown_start(s, "sensors_lost", clock_now_usec() + 10000000u, false), 0);
     assert_int_equal(shutdown_wait(s, false, 15000000u), 0);
     assert_string_equal(read_all(h->trace), "hook precritical\nhalt 60\ncommand\n");
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
@@ -504,14 +505,14 @@ static void test_real_shutdown_cancels_drill(void **state)
              h->trace);
     write_hook(h, "20-slow-in-drills", body);
     struct shutdown *s = new_shutdown(h);
-    assert_int_equal(shutdown_start(s, "drill", hooks_now_us() + 60000000u, true), 0);
+    assert_int_equal(shutdown_start(s, "drill", clock_now_usec() + 60000000u, true), 0);
     usleep(200000);
     assert_int_equal(shutdown_get_stage(s), SHUTDOWN_STAGE_ANNOUNCE);
-    uint64_t start = hooks_now_us();
+    uint64_t start = clock_now_usec();
     assert_int_equal(shutdown_start(s, "pump_stopped", start + 10000000u, false), 0);
     assert_int_equal(shutdown_wait(s, false, 15000000u), 0);
     assert_int_equal(shutdown_wait(s, true, 5000000u), 0);
-    assert_true(hooks_now_us() - start < 5000000u);
+    assert_true(clock_now_usec() - start < 5000000u);
 
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
     assert_int_equal(get_steps(s, true, steps), 5);
@@ -530,11 +531,11 @@ static void test_free_during_shutdown_still_halts(void **state)
     struct harness *h = *state;
     write_hook(h, "20-slow", "sleep 30");
     struct shutdown *s = new_shutdown(h);
-    assert_int_equal(shutdown_start(s, "pump_stopped", hooks_now_us() + 60000000u, false), 0);
+    assert_int_equal(shutdown_start(s, "pump_stopped", clock_now_usec() + 60000000u, false), 0);
     usleep(200000);
-    uint64_t start = hooks_now_us();
+    uint64_t start = clock_now_usec();
     shutdown_free(s);
-    assert_true(hooks_now_us() - start < 3000000u);
+    assert_true(clock_now_usec() - start < 3000000u);
     assert_int_equal(h->halts, 1);
     assert_non_null(strstr(read_all(h->trace), "command\n"));
     assert_int_equal(fake_count_calls(h->f, "POST"), 0);

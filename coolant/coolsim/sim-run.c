@@ -4,6 +4,7 @@
  * Everything the daemon sees on the line (heartbeats, cut delays, timeouts, the timeline) runs
  * on the real monotonic clock, pumps spinning up and down included; --speed only makes the
  * tank's temperatures move faster (sim-model.h). */
+#include "clock.h"
 #include "sim-run.h"
 
 #include <errno.h>
@@ -41,13 +42,6 @@ struct run {
     bool host_listening;
     const char *end; /* set when the run is over */
 };
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void send_to_line(const char *frame, size_t len, void *userdata)
 {
@@ -240,7 +234,7 @@ static int wait_events(struct run *run, int sfd, uint64_t now)
         run->end = "signal";
     }
     if (p[1].revents & POLLIN)
-        receive(run, now_ms());
+        receive(run, clock_now_msec());
     if (p[1].revents & POLLHUP)
         run->line.hup = true;
     return 0;
@@ -251,7 +245,7 @@ static int loop(struct run *run, int sfd, struct errmsg *e)
     const struct sim_action *a;
 
     while (!run->end) {
-        uint64_t now = now_ms();
+        uint64_t now = clock_now_msec();
         uint64_t elapsed = now - run->start_ms;
         if (run->cfg->duration_s > 0 && (double)elapsed >= run->cfg->duration_s * 1000.0) {
             run->end = "duration";
@@ -307,7 +301,7 @@ static int run_setup(struct run *run, struct errmsg *e)
     r = sim_line_open(&run->line, run->cfg->link, e);
     if (r < 0)
         return r;
-    run->start_ms = run->last_tick_ms = now_ms();
+    run->start_ms = run->last_tick_ms = clock_now_msec();
     sim_ctl_init(&run->ctl, &s, &ops, run, run->start_ms);
     sim_timeline_start(&run->timeline, run->cfg->scenario);
     log_info("scenario %s on '%s' (%s), speed %g", run->cfg->scenario->name, run->cfg->link,
@@ -327,7 +321,7 @@ int sim_run(const struct sim_run_config *cfg, struct sim_report *ret, struct err
         r = loop(&run, sfd, e);
     if (r >= 0 && strcmp(run.end, "power_cut") == 0)
         (void)poll(NULL, 0, LINGER_MS);
-    uint64_t end = now_ms();
+    uint64_t end = clock_now_msec();
     if (r >= 0) {
         sim_report_fill(ret, &run.ctl, cfg->scenario->name, run.end, run.start_ms, end);
         ret->bytes_dropped = run.line.bytes_dropped;

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "clock.h"
 #include "ctl-proto.h"
 
 extern char **environ;
@@ -30,13 +31,6 @@ static pid_t child = -1;
 static int fd = -1;
 static struct ctl_reader reader;
 static uint16_t next_id = 1;
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int setup(void **state)
 {
@@ -105,12 +99,12 @@ static void start(const char *scenario, const char *duration)
 static int wait_frame(char kind, const char *verb, int id, unsigned timeout_ms,
                       struct ctl_frame *ret)
 {
-    uint64_t end = now_ms() + timeout_ms;
+    uint64_t end = clock_now_msec() + timeout_ms;
     uint8_t buf[256];
 
-    while (now_ms() < end) {
+    while (clock_now_msec() < end) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, (int)(end - now_ms())) <= 0)
+        if (poll(&p, 1, (int)(end - clock_now_msec())) <= 0)
             continue;
         ssize_t n = read(fd, buf, sizeof(buf));
         if (n <= 0)

@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "clock.h"
 #include "procs.h"
 
 #define HEX  "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -405,9 +406,7 @@ static void test_user_cache_bounded(void **state)
      * come from two clocks: procs_describe() stamps the monotonic clock's now, and the tests above
      * pass fixed times near 1000 s. On a machine that has just booted the monotonic clock is
      * below those fixed times, so "now + a little" is not enough: go far past both. */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double t0 = (double)ts.tv_sec + 1e6 + 2 * PROCS_USER_CACHE_TTL_S;
+    double t0 = clock_now_sec() + 1e6 + 2 * PROCS_USER_CACHE_TTL_S;
     unsigned first = 100, n = PROCS_USER_CACHE_MAX;
     for (unsigned k = 0; k < n; k++) {
         snprintf(test_user[first + k], sizeof(test_user[0]), "user%u", k);

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "clock.h"
 #include "http-client.h"
 #include "sampler.h"
 #include "server.h"
@@ -136,25 +137,18 @@ static struct sampler *start(const struct sampler_config *c)
     return s;
 }
 
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 typedef bool (*snap_pred)(const struct snapshot *snap, const void *arg);
 
 /* The first snapshot for which pred holds; fails the test after TIMEOUT. */
 static struct snapshot *wait_for(struct sampler *s, snap_pred pred, const void *arg)
 {
-    double until = mono_now() + TIMEOUT;
+    double until = clock_now_sec() + TIMEOUT;
     for (;;) {
         struct snapshot *snap = sampler_current(s);
         if (pred(snap, arg))
             return snap;
         snapshot_unref(snap);
-        if (mono_now() > until)
+        if (clock_now_sec() > until)
             fail_msg("condition not reached within %.0f s", TIMEOUT);
         usleep(10 * 1000);
     }
@@ -442,9 +436,9 @@ static void test_slow_call_does_not_delay_fast(void **state)
     struct sampler_config c = config();
     c.slow_interval_s = 1.0;
     struct sampler *s = start(&c);
-    double last = 0, until = mono_now() + 2.5;
+    double last = 0, until = clock_now_sec() + 2.5;
     int passes = 0;
-    while (mono_now() < until) {
+    while (clock_now_sec() < until) {
         struct snapshot *snap = sampler_current(s);
         if (snap->taken_at != last) {
             passes++;
