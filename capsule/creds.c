@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
+#include "fileio.h"
 #include "macro.h"
 
 #define CREDS_FILE_MAX (1u << 20)
@@ -463,19 +464,11 @@ static int read_file(const char *path, char **ret, size_t *ret_len, struct errms
     if (!buf)
         return -ENOMEM;
     /* The file may change while it is read: stop at the size fstat() saw. */
-    while (len < size) {
-        ssize_t n = read(fd, buf + len, size - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int r = negative_errno();
-            explicit_bzero(buf, len);
-            free(buf);
-            return errmsg_set(e, r, "cannot read %s: %s", path, strerror(-r));
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
+    int r = fd_read_up_to(fd, buf, size, &len);
+    if (r < 0) {
+        explicit_bzero(buf, size);
+        free(buf);
+        return errmsg_set(e, r, "cannot read %s: %s", path, strerror(-r));
     }
     buf[len] = '\0';
     *ret = buf;

@@ -905,18 +905,10 @@ int nvcaps_read_minor(const char *prefix, unsigned gpu_minor, unsigned gi, int c
     }
     char buf[NVCAPS_FILE_MAX];
     size_t len = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf + len, sizeof(buf) - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int r = negative_errno();
-            return errmsg_set(e, r, "reading %s: %s", path, strerror(-r));
-        }
-        if (n == 0 || (len += (size_t)n) == sizeof(buf))
-            break;
-    }
-    int r = nvcaps_parse_minor(buf, len, ret_minor, e);
+    int r = fd_read_up_to(fd, buf, sizeof(buf), &len);
+    if (r < 0)
+        return errmsg_set(e, r, "reading %s: %s", path, strerror(-r));
+    r = nvcaps_parse_minor(buf, len, ret_minor, e);
     if (r < 0)
         return errmsg_prefix(e, r, "%s", path);
     return 0;

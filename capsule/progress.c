@@ -1,5 +1,4 @@
 /* Pull progress on a terminal or a log; see progress.h. */
-#include "clock.h"
 #include "progress.h"
 
 #include <errno.h>
@@ -11,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #define PROGRESS_LABEL_MAX 32
 #define PROGRESS_REDRAW_MS 100

@@ -1,5 +1,4 @@
 /* Process attribution from /proc; see procs.h. */
-#include "clock.h"
 #include "procs.h"
 
 #include <errno.h>
@@ -15,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+#include "fileio.h"
 #include "macro.h"
 
 /* status is ~1.5 KiB; its Uid: line comes early, so a cut beyond this loses nothing we read. */
@@ -294,16 +295,9 @@ static int read_at(int dfd, const char *name, size_t max, char **ret, size_t *re
     if (!buf)
         return -ENOMEM;
     size_t len = 0;
-    while (len < max + 1) {
-        ssize_t k = read(fd, buf + len, max + 1 - len);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return errno == ESRCH ? -ESRCH : negative_errno();
-        if (k == 0)
-            break;
-        len += (size_t)k;
-    }
+    int r = fd_read_up_to(fd, buf, max + 1, &len);
+    if (r < 0)
+        return r;
     *ret_cut = len > max;
     if (len > max)
         len = max;

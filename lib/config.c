@@ -12,6 +12,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "fileio.h"
+
 #define CONFIG_MAX_FILE (1024u * 1024u)
 /* A duration longer than this is a mistake in units, not a real setting. */
 #define DURATION_MAX_S (100.0 * 365.0 * 86400.0)
@@ -207,37 +209,13 @@ static int read_file(const char *path, char **ret, size_t *ret_len, struct errms
     if (S_ISDIR(st.st_mode))
         return errmsg_set(e, -EISDIR, "%s: is a directory", path);
 
-    /* Size the buffer from fstat() but keep reading until EOF: the file may grow, or be a pipe
-     * that reports size 0. */
-    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 && (size_t)st.st_size < CONFIG_MAX_FILE
-                     ? (size_t)st.st_size + 1
-                     : 4096;
-    _cleanup_free_ char *buf = malloc(cap);
-    if (!buf)
-        return errmsg_set(e, -ENOMEM, "out of memory");
-    size_t len = 0;
-    for (;;) {
-        if (len == cap) {
-            if (cap > CONFIG_MAX_FILE)
-                return errmsg_set(e, -EFBIG, "%s: larger than %u bytes", path, CONFIG_MAX_FILE);
-            size_t ncap = cap * 2 > CONFIG_MAX_FILE + 1 ? CONFIG_MAX_FILE + 1 : cap * 2;
-            char *nbuf = realloc(buf, ncap);
-            if (!nbuf)
-                return errmsg_set(e, -ENOMEM, "out of memory");
-            buf = nbuf;
-            cap = ncap;
-        }
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return errmsg_set(e, negative_errno(), "%s: %s", path, strerror(errno));
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    *ret = TAKE_PTR(buf);
-    *ret_len = len;
+    /* Read to EOF, not to the size fstat() saw: the file may grow, or be a pipe that reports
+     * size 0. */
+    int r = fd_read_all(fd, CONFIG_MAX_FILE, ret, ret_len);
+    if (r == -EFBIG)
+        return errmsg_set(e, r, "%s: larger than %u bytes", path, CONFIG_MAX_FILE);
+    if (r < 0)
+        return errmsg_set(e, r, "%s: %s", path, strerror(-r));
     return 0;
 }
 

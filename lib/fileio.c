@@ -23,6 +23,24 @@ int fd_write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
+int fd_read_up_to(int fd, void *buf, size_t size, size_t *ret_len)
+{
+    char *p = buf;
+    size_t len = 0;
+    while (len < size) {
+        ssize_t n = read(fd, p + len, size - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return negative_errno();
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    *ret_len = len;
+    return 0;
+}
+
 int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len)
 {
     size_t cap = 4096, len = 0;

@@ -12,3 +12,9 @@ int fd_write_all(int fd, const void *buf, size_t len);
  * at most max bytes: -EFBIG beyond that. Returns 0, -ENOMEM or the read(2) error; *ret and
  * *ret_len are written only on success. */
 int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len);
+
+/* Reads into buf until the end of fd or until size bytes are there, whichever comes first,
+ * retrying after EINTR and short reads; a caller tells "exactly size" from "more" by asking for
+ * one byte more than it keeps. Returns 0 and *ret_len, or the read(2) error (what was read stays
+ * in buf, for a caller that must wipe it). */
+int fd_read_up_to(int fd, void *buf, size_t size, size_t *ret_len);

@@ -1,6 +1,5 @@
 /* coold's life cycle and main loop: one thread owns the serial link and the safety state machine;
  * HTTP threads and the shutdown thread reach them through daemon_call() under the lock. */
-#include "clock.h"
 #include "daemon-run.h"
 
 #include <fcntl.h>
@@ -16,6 +15,7 @@
 #include <time.h>
 
 #include "api.h"
+#include "clock.h"
 #include "daemon-internal.h"
 #include "log.h"
 #include "macro.h"

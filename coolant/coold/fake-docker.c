@@ -1,5 +1,4 @@
 /* The fake Docker Engine of the unit tests (fake-docker.h). */
-#include "clock.h"
 #include "fake-docker.h"
 
 #include <setjmp.h>
@@ -19,6 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "docker.h"
 #include "hooks.h"
 #include "http-server.h"

@@ -119,19 +119,12 @@ static int read_image(const char *path, struct image *img, struct errmsg *e)
     _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errmsg_set(e, negative_errno(), "cannot open '%s': %m", path);
-    img->len = 0;
-    for (;;) {
-        if (img->len == sizeof(img->buf) - 1)
-            return errmsg_set(e, -EBADMSG, "'%s': larger than an EEPROM image", path);
-        ssize_t n = read(fd, img->buf + img->len, sizeof(img->buf) - 1 - img->len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return errmsg_set(e, negative_errno(), "cannot read '%s': %m", path);
-        if (n == 0)
-            break;
-        img->len += (size_t)n;
-    }
+    /* A file that fills the buffer (NUL kept aside) is larger than any image. */
+    int r = fd_read_up_to(fd, img->buf, sizeof(img->buf) - 1, &img->len);
+    if (r < 0)
+        return errmsg_set(e, r, "cannot read '%s': %s", path, strerror(-r));
+    if (img->len == sizeof(img->buf) - 1)
+        return errmsg_set(e, -EBADMSG, "'%s': larger than an EEPROM image", path);
     img->buf[img->len] = '\0';
     return 0;
 }

@@ -76,6 +76,27 @@ static void test_limit_is_exact(void **state)
     wait(NULL);
 }
 
+static void test_read_up_to(void **state)
+{
+    /* Stops when the buffer is full, the rest left in the pipe; or at the end, short. */
+    int fd = pipe_from_child(5000);
+    char buf[4096];
+    size_t len = 7;
+    assert_int_equal(fd_read_up_to(fd, buf, 3000, &len), 0);
+    assert_int_equal(len, 3000);
+    assert_int_equal(buf[2999], 'a' + 2999 % 26);
+    assert_int_equal(fd_read_up_to(fd, buf, sizeof(buf), &len), 0);
+    assert_int_equal(len, 2000);
+    assert_int_equal(buf[0], 'a' + 3000 % 26);
+    assert_int_equal(fd_read_up_to(fd, buf, sizeof(buf), &len), 0);
+    assert_int_equal(len, 0);
+    close(fd);
+    wait(NULL);
+    len = 7;
+    assert_int_equal(fd_read_up_to(-1, buf, sizeof(buf), &len), -EBADF);
+    assert_int_equal(len, 7); /* untouched on failure */
+}
+
 static void test_write_errors(void **state)
 {
     int p[2];
@@ -92,6 +113,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reads_everything_in_pieces),
         cmocka_unit_test(test_limit_is_exact),
+        cmocka_unit_test(test_read_up_to),
         cmocka_unit_test(test_write_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
