@@ -208,32 +208,39 @@ static const char *make_strerror(int r)
     return strerror(-r);
 }
 
-/* The first symbolic link of the image on the way to path, as " (the image's /tmp ->
- * /proc/self/cwd)", so that a failure to make path names what led there; "" when there is none.
- * Only the directories before it are followed, and they are real ones. */
+/* The symbolic link at which path stops resolving inside the root, as " (the link /tmp ->
+ * /proc/self/cwd)", so that a failure to make path names what led there; "" when path resolves
+ * or fails at something that is not a link. Links before it that resolve (/lib -> usr/lib) are
+ * not the cause and are not named. */
 static const char *link_note(int root_fd, const char *path, char *buf, size_t size)
 {
     buf[0] = '\0';
-    for (const char *end = path;;) {
+    _cleanup_close_ int dir = mounts_open_in_root(root_fd, "/", O_PATH | O_DIRECTORY, 0);
+    for (const char *end = path; dir >= 0;) {
         end += strspn(end, "/");
         if (!*end)
             return buf;
+        const char *name = end;
         end = strchrnul(end, '/');
         _cleanup_free_ char *prefix = strndup(path, (size_t)(end - path));
-        _cleanup_free_ char *parent = NULL, *name = NULL;
-        if (!prefix || split_path(prefix, &parent, &name) < 0)
+        if (!prefix)
             return buf;
-        _cleanup_close_ int dir = mounts_open_in_root(root_fd, parent, O_PATH | O_DIRECTORY, 0);
-        char target[PATH_MAX];
-        ssize_t n = dir < 0 ? -1 : readlinkat(dir, name, target, sizeof(target) - 1);
-        if (n > 0) {
-            snprintf(buf, size, " (the image's /%s -> %.*s)", prefix + strspn(prefix, "/"), (int)n,
-                     target);
-            return buf;
+        int next = mounts_open_in_root(root_fd, prefix, O_PATH, 0);
+        if (next >= 0) {
+            close(dir);
+            dir = next;
+            continue;
         }
-        if (dir < 0)
-            return buf;
+        /* The prefix does not resolve: if its last component is a link, that link is why. */
+        char last[NAME_MAX + 1], target[PATH_MAX];
+        snprintf(last, sizeof(last), "%.*s", (int)(end - name), name);
+        ssize_t n = readlinkat(dir, last, target, sizeof(target) - 1);
+        if (n > 0)
+            snprintf(buf, size, " (the link /%s -> %.*s)", prefix + strspn(prefix, "/"), (int)n,
+                     target);
+        return buf;
     }
+    return buf;
 }
 
 /* Fails making path (what: "mount tmpfs on '/tmp'"), with the reason and the link behind it. */
@@ -633,8 +640,9 @@ static int setup_users(struct setup *s, const struct mounts_identity *id, struct
 
 /* apt drops to its _apt user to download, then checks that its ids changed; under the filter of
  * --remap-root they never do, and every download fails ("Could not switch group"). As enroot's
- * root mode does, a Debian-family image is told to download as root. Only in the container's
- * own files; an image where that cannot be written runs as it is. */
+ * root mode does, an image with apt (a Debian-family one with /etc/apt/apt.conf.d) is told to
+ * download as root. Only in the container's own files, only into a regular file or a new one
+ * (a fifo there would block the start); an image where that cannot be written runs as it is. */
 #define APT_CONF     "/etc/apt/apt.conf.d"
 #define APT_CONF_FIX "00capsule-remap-root"
 
@@ -642,21 +650,24 @@ static int setup_apt(struct setup *s, const struct run_spec *spec, struct errmsg
 {
     static const char text[] = "// capsule --remap-root: apt cannot change ids here\n"
                                "APT::Sandbox::User \"root\";\n";
-    _cleanup_close_ int debian = mounts_open_in_root(s->root_fd, "/etc/debian_version", O_PATH, 0);
-    if (!spec->remap_root || debian < 0)
+    if (!spec->remap_root)
         return 0;
-    _cleanup_close_ int dir = mounts_make_in_root(s->root_fd, &s->own, APT_CONF, true, false);
+    _cleanup_close_ int debian = mounts_open_in_root(s->root_fd, "/etc/debian_version", O_PATH, 0);
+    _cleanup_close_ int dir =
+        debian < 0 ? -1 : mounts_open_in_root(s->root_fd, APT_CONF, O_PATH | O_DIRECTORY, 0);
     if (dir < 0 || !mounts_own_contains(&s->own, dir))
         return 0;
     struct mounts_fd_buf p;
     _cleanup_close_ int real = open(mounts_fd_path(dir, &p), O_DIRECTORY | O_RDONLY | O_CLOEXEC);
     _cleanup_close_ int fd =
-        real < 0 ? -1
-                 : openat(real, APT_CONF_FIX, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                          0644);
-    if (fd < 0)
+        real < 0
+            ? -1
+            : openat(real, APT_CONF_FIX,
+                     O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         return 0;
-    int r = fd_write_all(fd, text, sizeof(text) - 1);
+    int r = ftruncate(fd, 0) < 0 ? negative_errno() : fd_write_all(fd, text, sizeof(text) - 1);
     return r < 0 ? errmsg_set(e, r, "write " APT_CONF "/" APT_CONF_FIX ": %s", strerror(-r)) : 0;
 }
 

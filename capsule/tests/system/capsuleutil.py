@@ -511,7 +511,7 @@ class SlowProxy:
 
 def _tar(entries):
     """An uncompressed tar from (name, kind, data/target, mode) entries; kind is "file",
-    "dir", "symlink" or "link" (hard link to target)."""
+    "dir", "symlink", "link" (hard link to target) or "fifo"."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
         for name, kind, data, mode in entries:
@@ -526,6 +526,9 @@ def _tar(entries):
                 t.addfile(ti)
             elif kind == "link":
                 ti.type, ti.linkname = tarfile.LNKTYPE, data
+                t.addfile(ti)
+            elif kind == "fifo":
+                ti.type = tarfile.FIFOTYPE
                 t.addfile(ti)
             else:
                 ti.size = len(data)

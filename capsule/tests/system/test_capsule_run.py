@@ -215,7 +215,20 @@ def test_image_links_through_proc_are_refused_by_name(images, registry, home):
         assert r.returncode == 125 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
         assert f"{what}: too many symbolic links, or one through a process's link in /proc" \
             in r.stderr, r.stderr
-        assert r.stderr.rstrip().endswith(f"(the image's /{path} -> {target})"), r.stderr
+        assert r.stderr.rstrip().endswith(f"(the link /{path} -> {target})"), r.stderr
+    # Behind a link that resolves (merged /usr: /lib -> usr/lib), the one that does not is named.
+    tag = f"proclink-usr-{os.getpid()}"
+    images.copy_tag("base", tag)
+    images.add_layer(tag, [("usr", "dir", None, 0o755), ("usr/lib", "dir", None, 0o755),
+                           ("usr/lib/ro", "symlink", "/proc/self/cwd", 0o777),
+                           ("lib", "symlink", "usr/lib", 0o777)])
+    images.push(tag, registry.host, f"{tag}:1")
+    name = f"{registry.host}/{tag}:1"
+    ok(home.capsule("pull", "-q", name))
+    r = home.capsule("run", "--no-home", "--mount", f"{home.root}:/lib/ro/newdir", name,
+                     "/bin/sh", "-c", "echo ran")
+    assert r.returncode == 125, (r.returncode, r.stdout, r.stderr)
+    assert r.stderr.rstrip().endswith("(the link /lib/ro -> /proc/self/cwd)"), r.stderr
 
 
 def test_cache_is_read_only_inside(images, registry, workdir):
@@ -309,28 +322,41 @@ def test_remap_root_owner_changes_succeed(env):
 
 def test_remap_root_lets_apt_download_as_root(images, registry, home):
     """apt drops to _apt for downloads and then checks that its ids changed, which under the
-    filter they never do ("Could not switch group"): as in enroot's root mode, a Debian-family
-    image run with --remap-root is told to download as root, in the container's own files only,
-    and no other image or run is changed."""
-    tag = f"debianish-{os.getpid()}"
-    images.copy_tag("base", tag)
-    images.add_layer(tag, [("etc", "dir", None, 0o755), ("etc/debian_version", "file", b"12.8\n",
-                                                          0o644)], "gzip")
-    images.push(tag, registry.host, f"{tag}:1")
-    debian = f"{registry.host}/{tag}:1"
-    ok(home.capsule("pull", "-q", debian))
+    filter they never do ("Could not switch group"): as in enroot's root mode, an image with apt
+    run with --remap-root is told to download as root, in the container's own files only. An
+    image without apt (distroless has /etc/debian_version and no /etc/apt) gets nothing, and one
+    whose file is a fifo still starts."""
+    def image(suffix, entries):
+        tag = f"debianish-{suffix}-{os.getpid()}"
+        images.copy_tag("base", tag)
+        images.add_layer(tag, [("etc", "dir", None, 0o755),
+                               ("etc/debian_version", "file", b"12.8\n", 0o644)] + entries)
+        images.push(tag, registry.host, f"{tag}:1")
+        ok(home.capsule("pull", "-q", f"{registry.host}/{tag}:1"))
+        return f"{registry.host}/{tag}:1"
+
+    apt_dirs = [("etc/apt", "dir", None, 0o755), ("etc/apt/apt.conf.d", "dir", None, 0o755)]
+    debian = image("apt", apt_dirs)
+    distroless = image("noapt", [])
+    fifo = image("fifo", apt_dirs + [("etc/apt/apt.conf.d/00capsule-remap-root", "fifo", None,
+                                      0o644)])
     conf = "/etc/apt/apt.conf.d/00capsule-remap-root"
-    show = f"busybox cat {conf} 2>/dev/null || echo none"
+    show = f"busybox cat {conf} 2>/dev/null || echo none; ls /etc/apt >/dev/null 2>&1 || echo no-apt"
     for args in (["--writable"], []):
-        r = ok(home.capsule("run", "--no-home", "--remap-root", *args, debian, "/bin/sh", "-c", show))
+        r = ok(home.capsule("run", "--no-home", "--remap-root", *args, debian, "/bin/sh", "-c",
+                            show))
         assert 'APT::Sandbox::User "root";' in r.stdout.splitlines(), r.stdout
     assert ok(home.capsule("run", "--no-home", debian, "/bin/sh", "-c", show)).stdout == "none\n"
-    images.push("base", registry.host, f"{tag}-plain:1")
-    other = f"{registry.host}/{tag}-plain:1"
+    r = ok(home.capsule("run", "--no-home", "--remap-root", distroless, "/bin/sh", "-c", show))
+    assert r.stdout == "none\nno-apt\n", r.stdout
+    r = ok(home.capsule("run", "--no-home", "--remap-root", fifo, "/bin/sh", "-c",
+                        f"test -p {conf} && echo still-a-fifo", timeout=30))
+    assert r.stdout == "still-a-fifo\n", r.stdout
+    images.push("base", registry.host, "debianish-plain:1")
+    other = f"{registry.host}/debianish-plain:1"
     ok(home.capsule("pull", "-q", other))
-    assert ok(home.capsule("run", "--no-home", "--remap-root", other, "/bin/sh", "-c", show)).stdout == \
-        "none\n"
-    assert not list(home.cache.rglob("00capsule-remap-root"))
+    r = ok(home.capsule("run", "--no-home", "--remap-root", other, "/bin/sh", "-c", show))
+    assert r.stdout == "none\nno-apt\n", r.stdout
 
 
 class Terminal:
