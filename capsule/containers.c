@@ -433,12 +433,14 @@ int container_remove(const char *data_dir, const char *name, struct errmsg *e)
         return remove_log(data_dir, name, e);
     /* Rename first, under the lock: the name is free at once and a half-removed tree is
      * recognisable (.rm-*) for the sweep to finish. */
+    /* The log goes first, while the name is still taken: a new run of the name, possible once
+     * the rename below frees it, must not lose the log it opens. */
+    (void)remove_log(data_dir, name, NULL);
     r = rename(dir, doomed) < 0 ? negative_errno() : 0;
     closep(&lock_fd);
     if (r < 0)
         return r == -ENOENT ? errmsg_set(e, r, "no container '%s'", name)
                             : errmsg_set(e, r, "cannot remove %s: %s", dir, strerror(-r));
-    (void)remove_log(data_dir, name, NULL);
     return store_remove_tree(doomed);
 }
 

@@ -110,7 +110,10 @@ void registry_manifest_done(struct registry_manifest *m)
 
 bool registry_transient_errno(int r)
 {
-    return r == -ECONNREFUSED || r == -ETIMEDOUT || r == -EIO || r == -ECONNRESET || r == -EAGAIN;
+    /* A name that does not resolve may be a resolver's hiccup in the middle of a pull (a
+     * blob's CDN host); at the first contact it is final (-ENXIO from registry_ensure_base). */
+    return r == -ECONNREFUSED || r == -ETIMEDOUT || r == -EIO || r == -ECONNRESET || r == -EAGAIN ||
+           r == -EADDRNOTAVAIL;
 }
 
 bool registry_transient_status(long status)
@@ -163,12 +166,13 @@ static int ping(struct registry *r, const char *scheme, struct errmsg *e)
     return q == -EFBIG ? 0 : q;
 }
 
-/* A registry whose host name does not resolve: neither TLS nor plain HTTP is to blame. */
+/* A registry whose host name does not resolve: neither TLS nor plain HTTP is to blame. -ENXIO,
+ * which no retry loop takes for transient: a misspelt name is said at once, as Docker does. */
 static int unresolved(const struct registry *r, struct errmsg *e)
 {
     const char *colon = strrchr(r->api_host, ':');
     size_t n = colon ? (size_t)(colon - r->api_host) : strlen(r->api_host);
-    return errmsg_set(e, -EADDRNOTAVAIL,
+    return errmsg_set(e, -ENXIO,
                       "cannot reach registry %s: the host name '%.*s' does not resolve (is it "
                       "spelled right, and does this machine's DNS answer?)",
                       r->api_host, (int)n, r->api_host);

@@ -61,6 +61,8 @@ void registry_manifest_done(struct registry_manifest *m);
  * ("127.0.0.1:5000/x: access denied (HTTP 401); credentials for 127.0.0.1:5000 were not found in
  * FILE, FILE" or "... rejected"), -ECONNREFUSED, -ETIMEDOUT, -EPROTO (TLS refused for a host
  * that is not allowed plain HTTP: the message names the config key insecure_registries),
+ * -ENXIO (the registry's host name does not resolve at the first contact; later, a name that
+ * does not resolve is retried as a transient failure),
  * -EIO for other HTTP statuses (message has the status and the registry's error code). */
 int registry_get_manifest(struct registry *r, const char *reference, struct registry_manifest *ret,
                           struct errmsg *e);

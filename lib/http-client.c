@@ -159,6 +159,8 @@ static int map_curl_error(CURL *h, CURLcode c, const struct transfer *t)
         return -ECONNREFUSED;
     case CURLE_COULDNT_RESOLVE_HOST:
         return -EADDRNOTAVAIL;
+    case CURLE_COULDNT_RESOLVE_PROXY:
+        return -EHOSTUNREACH;
     case CURLE_URL_MALFORMAT:
     case CURLE_UNSUPPORTED_PROTOCOL:
     case CURLE_BAD_FUNCTION_ARGUMENT:

@@ -40,8 +40,9 @@ int http_response_header(const struct http_response *r, const char *name, char *
  * NULL with body_len 0. timeout_ms covers the whole exchange (0 = no limit). Any HTTP status is
  * success (check ret->status). Returns 0 and fills *ret (free with http_response_done), or:
  *   -ETIMEDOUT, -ECONNREFUSED, -ENOENT (Unix socket path missing), -EACCES, -EADDRNOTAVAIL (the
- *   host name does not resolve), -EFBIG (response body over HTTP_CLIENT_MAX_BODY), -EINVAL (bad
- *   URL/method), -ENOMEM, else -EIO;
+ *   host name does not resolve, now or for good: the resolver does not say which),
+ *   -EHOSTUNREACH (the proxy's name does not resolve), -EFBIG (response body over
+ *   HTTP_CLIENT_MAX_BODY), -EINVAL (bad URL/method), -ENOMEM, else -EIO;
  * with curl's message in e. *ret is untouched on failure. */
 int http_request(const char *method, const char *url, const char *unix_socket,
                  const char *content_type, const void *body, size_t body_len, long timeout_ms,
