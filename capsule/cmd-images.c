@@ -175,8 +175,9 @@ static int remove_names(struct store *s, char **v)
     return rc;
 }
 
-/* One argument of rmi. A name removes that name; an ID removes the image, which with several
- * names needs -f (Docker: "image is referenced in multiple repositories"). */
+/* One argument of rmi. A name removes that name; an ID removes the image, which with names that
+ * are more than one reference needs -f (Docker: "image is referenced in multiple repositories";
+ * a tag and digests of its repository are one). */
 static int remove_image(struct store *s, const char *arg, bool force)
 {
     struct image_record rec = {0};
@@ -187,7 +188,7 @@ static int remove_image(struct store *s, const char *arg, bool force)
         r = strv_push(&names, rec.name) < 0 ? errmsg_set(&e, -ENOMEM, "out of memory") : 0;
     else if (r == 1)
         r = store_image_names(s, rec.config_digest, &names, &e);
-    if (r >= 0 && !force && strv_length(names) > 1) {
+    if (r >= 0 && !force && strv_length(names) > 1 && !image_refs_single(names)) {
         _cleanup_free_ char *list = strv_join(names, ", ");
         r = errmsg_set(&e, -EBUSY,
                        "image %s has %zu names (%s); name the one to remove, or remove them "

@@ -455,3 +455,37 @@ bool image_ref_is_loopback(const char *registry)
     struct in_addr a4;
     return inet_pton(AF_INET, host, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
 }
+
+/* "registry/repository" of a parsed name, malloc'd; NULL on ENOMEM. */
+static char *repository_of(const struct image_ref *r)
+{
+    char *s = NULL;
+    return asprintf(&s, "%s/%s", r->registry, r->repository) < 0 ? NULL : s;
+}
+
+bool image_refs_single(char *const *names)
+{
+    _cleanup_free_ char *tagged = NULL, *digested = NULL;
+    bool single = true;
+    size_t n = 0;
+    for (; single && names && names[n]; n++) {
+        struct image_ref ref = {0};
+        struct errmsg e = {{0}};
+        if (image_ref_parse(names[n], &ref, &e) < 0)
+            return false;
+        _cleanup_free_ char *repo = repository_of(&ref);
+        char **slot = ref.digest ? &digested : &tagged;
+        /* A second tag, or digests of two repositories, make it more than one reference. */
+        if (!repo || (*slot && (slot == &tagged || strcmp(*slot, repo) != 0)))
+            single = false;
+        else if (!*slot)
+            *slot = TAKE_PTR(repo);
+        image_ref_done(&ref);
+    }
+    if (!single || n == 0)
+        return false;
+    if (n == 1)
+        return true;
+    /* Two or more, at most one of them a tag: its repository must be the digests' one. */
+    return digested && (!tagged || strcmp(tagged, digested) == 0);
+}

@@ -55,3 +55,9 @@ const char *image_ref_api_host(const struct image_ref *r);
  * registries may be used over plain HTTP without being configured as insecure (Docker does the
  * same). */
 bool image_ref_is_loopback(const char *registry);
+
+/* Whether the names (canonical or not) are one reference in Docker's sense, which `rmi ID`
+ * removes without -f: at most one name without a digest, and every name with a digest of that
+ * one's repository (ubuntu:22.04 and ubuntu@sha256:…), or of one repository when all have
+ * digests. A single name is one reference; none, or a name that does not parse, is not. */
+bool image_refs_single(char *const *names);

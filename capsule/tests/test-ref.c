@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "macro.h"
 #include "ref.h"
 
 #define D64  "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -280,6 +281,31 @@ static void test_loopback(void **state)
     assert_false(image_ref_is_loopback(NULL));
 }
 
+/* Docker's isSingleReference, which decides whether `rmi ID` needs -f. */
+static void test_refs_single(void **state)
+{
+#define D "@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+    static const struct {
+        const char *names[4];
+        bool single;
+    } cases[] = {
+        {{"ubuntu:22.04"}, true},
+        {{"docker.io/library/ubuntu:22.04", "docker.io/library/ubuntu" D}, true},
+        {{"ubuntu:22.04", "ubuntu" D, "docker.io/library/ubuntu" D}, true},
+        {{"ubuntu" D, "docker.io/library/ubuntu" D}, true},
+        {{"ubuntu:22.04", "ubuntu:jammy"}, false},
+        {{"ubuntu:22.04", "debian" D}, false},
+        {{"ubuntu" D, "debian" D}, false},
+        {{"ubuntu:22.04", "reg:5000/ubuntu" D}, false},
+        {{"ubuntu:22.04", "Not A Name"}, false},
+        {{NULL}, false},
+    };
+#undef D
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+        assert_int_equal(image_refs_single((char **)cases[i].names), cases[i].single);
+    assert_false(image_refs_single(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_control_characters_are_not_echoed),
         cmocka_unit_test(test_api_host),
         cmocka_unit_test(test_loopback),
+        cmocka_unit_test(test_refs_single),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

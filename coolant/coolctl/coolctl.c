@@ -155,8 +155,9 @@ static int global_option_of(const char *arg, const char **ret_value)
     return 0;
 }
 
-/* Takes the global options that follow the command out of its arguments (up to a "--"), as
- * people type them: `coolctl status --json` is `coolctl --json status`. Returns the new argc. */
+/* Takes the global options that follow the command out of its arguments, as people type them:
+ * `coolctl status --json` is `coolctl --json status`. A "--" ends them and is taken out too, so
+ * what follows reaches the command as it is. Returns the new argc. */
 static int take_trailing_globals(struct coolctl *c, int argc, char *argv[], struct errmsg *e)
 {
     int out = 1;
@@ -164,8 +165,8 @@ static int take_trailing_globals(struct coolctl *c, int argc, char *argv[], stru
         const char *value;
         int opt = strcmp(argv[i], "--") == 0 ? -1 : global_option_of(argv[i], &value);
         if (opt < 0) {
-            while (i < argc)
-                argv[out++] = argv[i++];
+            while (++i < argc)
+                argv[out++] = argv[i];
             break;
         }
         if (opt == 0) {

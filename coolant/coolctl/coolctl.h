@@ -45,7 +45,8 @@ struct coolctl {
 };
 
 /* Runs coolctl with a full argument vector (argv[0] is the program name), writing results to out
- * and errors to err. Returns the process exit code (COOLCTL_EXIT_*). */
+ * and errors to err. Returns the process exit code (COOLCTL_EXIT_*). argv is rearranged: global
+ * options after the command are taken out of the command's arguments (argv[argc] stays NULL). */
 int coolctl_run(int argc, char *argv[], FILE *out, FILE *err);
 
 /* ---- client.c: talking to coold ---- */

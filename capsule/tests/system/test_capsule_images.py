@@ -137,6 +137,14 @@ def test_rmi_by_id_of_an_image_with_two_names(images, registry, home):
     ok(home.capsule("rmi", names[1]))
     assert sorted(i["name"] for i in home.images_json()) == sorted(
         [names[0], f"{registry.host}/other:1"])
+    # A tag and a digest of its repository are one reference: the ID removes both without -f.
+    manifest = registry.image("multi", "1")[0]
+    ok(home.capsule("pull", "-q", f"{registry.host}/multi@{manifest}"))
+    assert len(home.images_json()) == 3
+    r = ok(home.capsule("rmi", config[:12]))
+    assert sorted(r.stdout.splitlines()) == sorted(
+        [f"Deleted {names[0]}", f"Deleted {registry.host}/multi@{manifest}"])
+    assert [i["name"] for i in home.images_json()] == [f"{registry.host}/other:1"]
 
 
 def test_rmi_unknown_image(images, registry, home):
