@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "macro.h"
+#include "rm-tree.h"
 #include "store.h"
 #include "strv.h"
 
@@ -244,7 +245,7 @@ int container_create(const char *data_dir, const struct container *c, int *ret_l
             r = errmsg_set(e, r, "cannot create %s: %s", final, strerror(-r));
     }
     if (r < 0) {
-        store_remove_tree(tmp);
+        rm_tree(tmp);
         return r;
     }
     if (ret_lock_fd)
@@ -441,7 +442,7 @@ int container_remove(const char *data_dir, const char *name, struct errmsg *e)
     if (r < 0)
         return r == -ENOENT ? errmsg_set(e, r, "no container '%s'", name)
                             : errmsg_set(e, r, "cannot remove %s: %s", dir, strerror(-r));
-    return store_remove_tree(doomed);
+    return rm_tree(doomed);
 }
 
 /* An ephemeral container or an unfinished .new-/.rm- directory nobody works on. */
@@ -472,7 +473,7 @@ void containers_sweep(const char *data_dir)
         char dir[PATH_MAX];
         if (join(dir, parent, de->d_name) < 0)
             continue;
-        if (is_leftover(dir, de->d_name) && store_remove_tree(dir) < 0)
+        if (is_leftover(dir, de->d_name) && rm_tree(dir) < 0)
             log_debug("cannot remove leftover %s", dir);
     }
 }

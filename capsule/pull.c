@@ -17,6 +17,7 @@
 #include "macro.h"
 #include "manifest.h"
 #include "progress.h"
+#include "rm-tree.h"
 #include "unpack.h"
 
 /* Layers fetched at once at the most (parallel_downloads). */
@@ -190,7 +191,7 @@ static int layer_unpack(struct pull_ctx *c, const char *digest, struct errmsg *e
     if (r >= 0)
         r = store_layer_commit(c->s, digest, tmp, e);
     if (r < 0) {
-        store_remove_tree(tmp);
+        rm_tree(tmp);
         return r;
     }
     if (!c->o->keep_blobs)

@@ -1,6 +1,5 @@
 /* The container's root: a private tmpfs, the overlay of the layers on it (three ways, from the
  * fastest to the most portable), pivot_root, and the copy fallback's merged tree. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 
 #include "macro.h"
 #include "mounts.h"
+#include "rm-tree.h"
 #include "rootfs.h"
 #include "unpack.h"
 
@@ -276,45 +276,9 @@ int rootfs_copy_prepare(const struct run_spec *spec, const char *why, char **ret
     if (r >= 0 && spec->upper_dir)
         r = unpack_merge_layer(spec->upper_dir, dir, e);
     if (r < 0) {
-        rootfs_remove_tree(dir);
+        rm_tree(dir);
         return errmsg_prefix(e, r, "copy the image (%s)", why);
     }
     *ret_dir = TAKE_PTR(dir);
     return 0;
-}
-
-static int remove_at(int dir_fd, const char *name)
-{
-    if (unlinkat(dir_fd, name, 0) == 0 || errno == ENOENT)
-        return 0;
-    if (errno != EISDIR && errno != EPERM)
-        return negative_errno();
-    /* Our own directory, maybe read-only (an image's 0555 /usr): make it ours to empty. */
-    (void)fchmodat(dir_fd, name, 0700, 0);
-    int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return negative_errno();
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -ENOMEM;
-    }
-    int r = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        int k = remove_at(dirfd(d), de->d_name);
-        if (k < 0 && r == 0)
-            r = k;
-    }
-    closedir(d);
-    if (unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 && r == 0)
-        r = negative_errno();
-    return r;
-}
-
-int rootfs_remove_tree(const char *path)
-{
-    return remove_at(AT_FDCWD, path);
 }

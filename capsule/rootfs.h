@@ -31,7 +31,3 @@ int rootfs_make_readonly(struct errmsg *e);
  * error message ("rootfs = copy", or the overlay's refusal). Returns 0 and the malloc'd path. */
 int rootfs_copy_prepare(const struct run_spec *spec, const char *why, char **ret_dir,
                         struct errmsg *e);
-
-/* Removes a directory tree as its owner (read-only directories are made writable first).
- * Never follows symlinks. 0 or -errno. */
-int rootfs_remove_tree(const char *path);

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "macro.h"
 #include "mounts.h"
+#include "rm-tree.h"
 #include "rootfs.h"
 #include "runtime.h"
 #include "strv.h"
@@ -480,7 +481,7 @@ static int prepare_env(struct run_ctx *c)
 static void run_ctx_done(struct run_ctx *c)
 {
     if (c->copy_dir)
-        rootfs_remove_tree(c->copy_dir);
+        rm_tree(c->copy_dir);
     free(c->copy_dir);
     free(c->env);
     free(c->home_env);
@@ -772,7 +773,7 @@ int runtime_probe_overlay(const char *scratch_dir, struct errmsg *e)
             .layers = layers, .n_layers = 2, .rootfs_mode = RUNTIME_ROOTFS_OVERLAY};
         r = probe_spawn(probe_overlay_child, &spec, e);
     }
-    rootfs_remove_tree(dir);
+    rm_tree(dir);
     return r;
 }
 

@@ -16,6 +16,7 @@
 
 #include "digest.h"
 #include "log.h"
+#include "rm-tree.h"
 #include "store-private.h"
 
 struct gc {
@@ -94,7 +95,7 @@ static int gc_remove_layer(struct gc *g, const char *algo, const char *hex)
     if (renameat(fd, from, fd, to) < 0)
         return errmsg_set(g->e, negative_errno(), "cannot move '%s/%s' away: %m", g->s->root, from);
     _cleanup_close_ int tmp = openat(fd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int r = tmp < 0 ? negative_errno() : store_remove_tree_at(tmp, name, &g->stats.bytes_freed);
+    int r = tmp < 0 ? negative_errno() : rm_tree_at(tmp, name, &g->stats.bytes_freed);
     if (r < 0)
         return errmsg_set(g->e, r, "cannot remove '%s/%s': %s", g->s->root, to, strerror(-r));
     g->stats.layers_removed++;
@@ -196,7 +197,7 @@ static int gc_tmp_entry(struct gc *g, int dfd, const char *name)
             return errmsg_set(g->e, r, "cannot lock '%s/locks/%s': %s", g->s->root, lock,
                               strerror(-r));
     }
-    int r = store_remove_tree_at(dfd, name, &g->stats.bytes_freed);
+    int r = rm_tree_at(dfd, name, &g->stats.bytes_freed);
     if (r < 0)
         return errmsg_set(g->e, r, "cannot remove '%s/tmp/%s': %s", g->s->root, name, strerror(-r));
     /* Nobody can want a dead run's lock again: its name was unique. */

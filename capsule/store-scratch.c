@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "rm-tree.h"
 #include "store-private.h"
 
 int store_scratch_new(struct store *s, char **ret_dir, int *ret_lock_fd, struct errmsg *e)
@@ -43,7 +44,7 @@ int store_scratch_new(struct store *s, char **ret_dir, int *ret_lock_fd, struct 
 void store_scratch_remove(struct store *s, const char *dir, int lock_fd)
 {
     char lock[PATH_MAX];
-    int r = store_remove_tree(dir);
+    int r = rm_tree(dir);
     if (r < 0)
         log_debug("scratch directory '%s' stays for gc: %s", dir, strerror(-r));
     else if (snprintf(lock, sizeof(lock), "locks/%s.lock", strrchr(dir, '/') + 1) <

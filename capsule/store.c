@@ -12,6 +12,7 @@
 
 #include "digest.h"
 #include "fileio.h"
+#include "rm-tree.h"
 #include "store-private.h"
 
 static const char *const store_dirs[] = {
@@ -370,7 +371,7 @@ int store_layer_commit(struct store *s, const char *digest, const char *tmpdir, 
     }
     if (r == -EEXIST || r == -ENOTEMPTY) {
         /* Another unpack won (only possible without the lock); its result is as good. */
-        r = store_remove_tree(tmpdir);
+        r = rm_tree(tmpdir);
         return r < 0 ? errmsg_set(e, r, "cannot remove '%s': %s", tmpdir, strerror(-r)) : 0;
     }
     return errmsg_set(e, r, "cannot move '%s' into the cache: %s", tmpdir, strerror(-r));

@@ -157,11 +157,3 @@ struct store_gc_stats {
  * else in tmp/ is either. -EBUSY (nothing removed) while a store_gc_block() lock is held. Damaged
  * image records reference nothing. */
 int store_gc(struct store *s, char *const *keep, struct store_gc_stats *ret, struct errmsg *e);
-
-/* rm -rf that first makes directories writable (image layers hold 0555 directories). Returns 0
- * (also if path is absent) or the first error. */
-int store_remove_tree(const char *path);
-/* The same for the entry name of the directory dfd; never follows a symbolic link and never
- * crosses into another mounted filesystem (-EXDEV). Adds the disk space freed to *bytes_freed
- * (may be NULL). Holds a bounded number of fds however deep the tree is. */
-int store_remove_tree_at(int dfd, const char *name, uint64_t *bytes_freed);

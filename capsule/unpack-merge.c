@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "rm-tree.h"
 #include "store.h"
 #include "unpack.h"
 
@@ -231,7 +232,7 @@ static int open_target_dir(struct merge *m, int dfd, const char *name, bool opaq
     struct stat dst;
     bool exists = fstatat(dfd, name, &dst, AT_SYMLINK_NOFOLLOW) == 0;
     if (exists && (opaque || !S_ISDIR(dst.st_mode))) {
-        int r = store_remove_tree_at(dfd, name, NULL);
+        int r = rm_tree_at(dfd, name, NULL);
         if (r < 0)
             return merge_error(m, r, "cannot replace");
         exists = false;
@@ -282,7 +283,7 @@ static int merge_entry(struct merge *m, int sfd, int dfd, const char *name, unsi
     if (S_ISDIR(st.st_mode))
         return merge_subdir(m, sfd, dfd, name, &st, depth);
     /* Whatever the target has by that name is hidden by this layer's entry. */
-    int r = store_remove_tree_at(dfd, name, NULL);
+    int r = rm_tree_at(dfd, name, NULL);
     if (r < 0)
         return merge_error(m, r, "cannot replace");
     if (S_ISCHR(st.st_mode) && st.st_rdev == 0)

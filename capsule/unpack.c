@@ -28,6 +28,7 @@
 
 #include "log.h"
 #include "macro.h"
+#include "rm-tree.h"
 #include "store.h"
 #include "unpack.h"
 
@@ -228,7 +229,7 @@ static int unpack_whiteout(struct unpack *u, const char *base, size_t dir_len)
     if (r < 0)
         return r;
     /* An earlier entry of this layer by that name goes: the whiteout is what the layer says. */
-    r = store_remove_tree_at(fd, target, NULL);
+    r = rm_tree_at(fd, target, NULL);
     if (r < 0)
         return entry_error(u, r, "cannot replace '%s': %s", target, strerror(-r));
     if (mknodat(fd, target, S_IFCHR | 0000, makedev(0, 0)) < 0)
@@ -250,7 +251,7 @@ static int make_room(struct unpack *u)
     int r = open_dir_beneath(u, u->rel, dir_len, false, &fd);
     if (r < 0)
         return r;
-    r = store_remove_tree_at(fd, base, NULL);
+    r = rm_tree_at(fd, base, NULL);
     if (r < 0)
         return entry_error(u, r, "cannot replace the directory: %s", strerror(-r));
     return 0;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "fuzz-check.h"
+#include "rm-tree.h"
 #include "store.h"
 #include "unpack.h"
 
@@ -29,7 +30,7 @@ static char base[64], dest[96], merged[96], outside[96], sentinel[128];
 
 static void remove_base(void)
 {
-    store_remove_tree(base);
+    rm_tree(base);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -106,7 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     CHECK(count_entries(base) == 3);
     check_outside_untouched();
-    CHECK(store_remove_tree(dest) == 0);
-    CHECK(store_remove_tree(merged) == 0);
+    CHECK(rm_tree(dest) == 0);
+    CHECK(rm_tree(merged) == 0);
     return 0;
 }

@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "rm-tree.h"
 #include "test-skip.h"
 
 #include "macro.h"
@@ -217,7 +218,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     if (tmp[0])
-        rootfs_remove_tree(tmp);
+        rm_tree(tmp);
     for (int i = 0; i < N_DEEP; i++)
         free(deep_layers[i]);
     return 0;

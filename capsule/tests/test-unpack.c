@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "rm-tree.h"
 #include "test-skip.h"
 
 #include "store.h"
@@ -166,7 +167,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct ctx *c = *state;
-    int r = store_remove_tree(c->base);
+    int r = rm_tree(c->base);
     free(c);
     return r;
 }
@@ -615,7 +616,7 @@ static int unpack_readonly_dirs(void *arg)
 
 static int remove_tree(void *arg)
 {
-    return store_remove_tree(arg) < 0;
+    return rm_tree(arg) < 0;
 }
 
 static void test_readonly_dirs_get_children(void **state)
@@ -636,7 +637,7 @@ static void test_readonly_dirs_get_children(void **state)
     if (geteuid() == 0)
         assert_int_equal(run_as_nobody(c->dest, remove_tree, ro), 0);
     else
-        assert_int_equal(store_remove_tree(ro), 0);
+        assert_int_equal(rm_tree(ro), 0);
     assert_int_equal(access(ro, F_OK), -1);
     assert_int_equal(count_entries(c->dest), 0);
 }

@@ -1,14 +1,18 @@
-/* Removing trees of the cache: unpacked layers hold read-only directories (0555) and unreadable
- * files (0000), and may nest deeper than a process has file descriptors. */
+/* Removing trees: an image's unpacked layers hold read-only directories (0555) and unreadable
+ * files (0000), and may nest deeper than a process has file descriptors; see rm-tree.h. */
+#include "rm-tree.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "macro.h"
 
 /* Deeper directories are moved up to the top of the tree being removed, and removed in a later
  * pass, so that at most this many directories are open at once. */
@@ -133,7 +137,7 @@ static int empty_dir(struct remove_ctx *c, int fd, unsigned depth)
     return r;
 }
 
-int store_remove_tree_at(int dfd, const char *name, uint64_t *bytes_freed)
+int rm_tree_at(int dfd, const char *name, uint64_t *bytes_freed)
 {
     struct stat st;
     if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -164,7 +168,7 @@ int store_remove_tree_at(int dfd, const char *name, uint64_t *bytes_freed)
     return 0;
 }
 
-int store_remove_tree(const char *path)
+int rm_tree(const char *path)
 {
     _cleanup_free_ char *copy = strdup(path);
     if (!copy)
@@ -185,5 +189,5 @@ int store_remove_tree(const char *path)
     _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return errno == ENOENT ? 0 : negative_errno();
-    return store_remove_tree_at(dfd, name, NULL);
+    return rm_tree_at(dfd, name, NULL);
 }
