@@ -91,14 +91,14 @@ static void test_status(void **state)
     result_done(&r);
 
     /* Global options after the command, as people type them (docker ps --format json). */
-    const char *const *forms[] = {
-        (const char *const[]){"status", "--json", NULL},
-        (const char *const[]){"status", "--timeout=5", "--json", NULL},
-        (const char *const[]){"status", "--timeout", "5", "--json", NULL},
+    static const char *const forms[][5] = {
+        {"status", "--json"},
+        {"status", "--timeout=5", "--json"},
+        {"status", "--timeout", "5", "--json"},
     };
     for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
         const char *const *a = forms[i];
-        r = run_at(f->socket, a[0], a[1], a[2], a[3], NULL);
+        r = run_at(f->socket, a[0], a[1], a[2], a[3], a[4]);
         assert_int_equal(r.code, 0);
         doc = json_loads(r.out, 0, NULL);
         assert_true(json_equal(doc, f->status));
