@@ -1,12 +1,8 @@
 """What pytest loads for every component's system tests (coolant/, gpumon/, capsule/ each have a
-tests/system/conftest.py of their own): the shared helpers' folder on the path, the plugin that
-turns skips into failures in CI (tests/pylib/gnskip.py), and SIGTERM handled as Ctrl-C."""
+tests/system/conftest.py of their own): the plugin that turns skips into failures in CI
+(tests/pylib/gnskip.py, found through pytest.ini's pythonpath), and SIGTERM handled as Ctrl-C."""
 
 import signal
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "tests" / "pylib"))
 
 pytest_plugins = ["gnskip"]
 

@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "capsule" / "tests" / "system"))
+# A script, not a pytest run: the helpers' folders that pytest.ini's pythonpath gives the tests.
+sys.path[:0] = [str(REPO / "tests" / "pylib"), str(REPO / "capsule" / "tests" / "system")]
 import capsuleutil as cu  # noqa: E402 - the system tests' registry and image builders
 
 DEEP_LAYERS = 40

@@ -25,7 +25,6 @@ import pwd
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 import threading
 import time
@@ -34,12 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 
-# gntest is found from this file's place rather than through a conftest.py, so it imports the
-# same whichever folder or file pytest is started on.
-if str(REPO / "tests" / "pylib") not in sys.path:
-    sys.path.insert(0, str(REPO / "tests" / "pylib"))
-
-from gntest import (  # noqa: E402,F401 - re-exported for the tests
+from gntest import (  # noqa: F401 - re-exported for the tests
     SANITIZER_MARKERS,
     Proc,
     TestUsers,

@@ -13,20 +13,14 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tarfile
 import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 
-# gntest is found from this file's place rather than through a conftest.py, so it imports the
-# same whichever folder or file pytest is started on, and in a script outside pytest.
-if str(REPO / "tests" / "pylib") not in sys.path:
-    sys.path.insert(0, str(REPO / "tests" / "pylib"))
-
-import gntest  # noqa: E402
-from gntest import (  # noqa: E402,F401 - re-exported for the tests
+import gntest
+from gntest import (  # noqa: F401 - re-exported for the tests
     SANITIZER_MARKERS,
     Proc,
     Response,

@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -28,12 +27,7 @@ REPO = Path(__file__).resolve().parents[3]
 FIXTURES = REPO / "tests" / "fixtures" / "nvml"
 GOLDEN = REPO / "gpumon" / "tests" / "golden" / "system"
 
-# gntest is found from this file's place rather than through a conftest.py, so it imports the
-# same whichever folder or file pytest is started on, and in a script outside pytest.
-if str(REPO / "tests" / "pylib") not in sys.path:
-    sys.path.insert(0, str(REPO / "tests" / "pylib"))
-
-from gntest import (  # noqa: E402,F401 - re-exported for the tests
+from gntest import (  # noqa: F401 - re-exported for the tests
     SAMPLE_RE,
     SANITIZER_MARKERS,
     ProcessDied,
