@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 #include "log.h"
 #include "fileio.h"
 #include "macro.h"
+#include "process.h"
 #include "strv.h"
 
 /* As the kernel's own limit on links followed in one lookup. */
@@ -364,38 +364,6 @@ static const char *find_ldconfig(void)
     return NULL;
 }
 
-/* Starts argv with stdout on wfd, stdin and stderr on /dev/null. */
-static int spawn_to(char *const *argv, int wfd, pid_t *ret_pid)
-{
-    posix_spawn_file_actions_t fa;
-    if (posix_spawn_file_actions_init(&fa) != 0)
-        return -ENOMEM;
-    int r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (r == 0)
-        r = posix_spawn_file_actions_adddup2(&fa, wfd, 1);
-    if (r == 0)
-        r = posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    /* The caller (capsule run) may have blocked the signals it forwards; ldconfig gets none
-     * blocked. */
-    posix_spawnattr_t attr;
-    sigset_t none;
-    sigemptyset(&none);
-    if (r == 0 && (r = posix_spawnattr_init(&attr)) == 0) {
-        r = posix_spawnattr_setsigmask(&attr, &none);
-        if (r == 0)
-            r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-        char *const env[] = {"LC_ALL=C", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-        pid_t pid;
-        if (r == 0)
-            r = posix_spawn(&pid, argv[0], &fa, &attr, argv, env);
-        posix_spawnattr_destroy(&attr);
-        if (r == 0)
-            *ret_pid = pid;
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    return -r;
-}
-
 /* Runs argv with stdout into a buffer; returns the wait status in *ret_status. */
 static int run_capture(char *const *argv, char **ret_out, size_t *ret_len, int *ret_status)
 {
@@ -405,7 +373,9 @@ static int run_capture(char *const *argv, char **ret_out, size_t *ret_len, int *
     _cleanup_close_ int rfd = pipefd[0];
     _cleanup_close_ int wfd = pipefd[1];
     pid_t pid = -1;
-    int r = spawn_to(argv, wfd, &pid);
+    char *const env[] = {"LC_ALL=C", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+    struct process_opts o = {.in = PROCESS_NULL, .out = wfd, .err = PROCESS_NULL, .envp = env};
+    int r = process_spawn(argv[0], argv, &o, &pid);
     if (r < 0)
         return r;
     closep(&wfd);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "process.h"
 
 #ifndef CAPSULE_LIBEXECDIR
 #define CAPSULE_LIBEXECDIR "/usr/local/libexec/gpunode"
@@ -96,16 +97,13 @@ static int run_helper(const struct cli_ctx *ctx, char *const *args, bool keep_st
         argv[n++] = *args;
     argv[n] = NULL;
     fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        return cli_fail("fork: %s", strerror(errno));
-    if (pid == 0) {
-        if (!keep_stdout)
-            dup2(STDERR_FILENO, STDOUT_FILENO);
-        execv(path, argv);
-        fprintf(stderr, "capsule: cannot run %s: %s (set CAPSULE_PULL to its path)\n", path,
-                strerror(errno));
-        _exit(127);
+    struct process_opts o = {
+        .in = PROCESS_KEEP, .out = keep_stdout ? PROCESS_KEEP : STDERR_FILENO, .err = PROCESS_KEEP};
+    pid_t pid;
+    int r = process_spawn(path, argv, &o, &pid);
+    if (r < 0) {
+        cli_fail("cannot run %s: %s (set CAPSULE_PULL to its path)", path, strerror(-r));
+        return 127;
     }
     int status;
     while (waitpid(pid, &status, 0) < 0)

@@ -6,7 +6,6 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 
 #include "clock.h"
 #include "macro.h"
+#include "process.h"
 
 extern char **environ;
 
@@ -36,25 +36,6 @@ struct child {
     char buf[HOOKS_LINE_MAX + 1];
 };
 
-/* The child's fds: stdin is /dev/null, stdout and stderr are out_fd (or the daemon's own when
- * out_fd is -1), and nothing else. Not every fd of the daemon is close-on-exec: libraries open
- * some without the flag (libcurl's sockets, for one), and another thread may hold such an fd right
- * now, e.g. a root connection to the Docker Engine. Returns 0 or -errno (fa is then destroyed). */
-static int child_fds(posix_spawn_file_actions_t *fa, int out_fd)
-{
-    posix_spawn_file_actions_init(fa);
-    int r = posix_spawn_file_actions_addopen(fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    if (r == 0 && out_fd >= 0)
-        r = posix_spawn_file_actions_adddup2(fa, out_fd, STDOUT_FILENO);
-    if (r == 0 && out_fd >= 0)
-        r = posix_spawn_file_actions_adddup2(fa, out_fd, STDERR_FILENO);
-    if (r == 0)
-        r = posix_spawn_file_actions_addclosefrom_np(fa, STDERR_FILENO + 1);
-    if (r != 0)
-        posix_spawn_file_actions_destroy(fa);
-    return -r;
-}
-
 static int spawn_child(const struct hooks_job *job, const struct hooks_exec_opts *o,
                        struct child *c)
 {
@@ -62,39 +43,25 @@ static int spawn_child(const struct hooks_job *job, const struct hooks_exec_opts
     if (!o->inherit_output && pipe2(pipefd, O_CLOEXEC) < 0)
         return negative_errno();
 
-    posix_spawn_file_actions_t fa;
-    int r = child_fds(&fa, pipefd[1]);
-    if (r < 0) {
-        if (pipefd[0] >= 0) {
-            close(pipefd[0]);
-            close(pipefd[1]);
-        }
-        return r;
-    }
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    /* The daemon may block signals (signalfd) or ignore some; a hook must start with the
-     * defaults, and in a process group of its own so that killing it kills its children too. */
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                        POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-
-    char *const *envp = o->envp ? o->envp : environ;
+    /* The hook gets /dev/null, our pipe (or our output) and nothing else of ours: not every fd
+     * of the daemon is close-on-exec (libraries open some without the flag, libcurl's sockets
+     * for one), and another thread may hold such an fd right now, e.g. a root connection to
+     * the Docker Engine. Its own process group, so that killing it kills its children too. */
+    int out = o->inherit_output ? PROCESS_KEEP : pipefd[1];
+    struct process_opts po = {.in = PROCESS_NULL,
+                              .out = out,
+                              .err = out,
+                              .close_others = true,
+                              .new_pgroup = true,
+                              .envp = o->envp};
     pid_t pid;
-    r = posix_spawn(&pid, job->path, &fa, &attr, job->argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    int r = process_spawn(job->path, job->argv, &po, &pid);
     if (pipefd[1] >= 0)
         close(pipefd[1]);
-    if (r != 0) {
+    if (r < 0) {
         if (pipefd[0] >= 0)
             close(pipefd[0]);
-        return -r;
+        return r;
     }
     if (pipefd[0] >= 0)
         fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
