@@ -329,21 +329,31 @@ def test_two_users_share_a_cache(images, registry, workdir, capsule_users):
         r = h.capsule("images", "--format", "json")
         assert r.returncode == 0, r.stderr
         assert [i["name"] for i in json.loads(r.stdout)] == [name]
-    # What a shared cache cannot do, said plainly: the base layer holds a 0600 file (/etc/secret)
-    # that only the member who unpacked it may read, so only they can run the image.
-    base = registry.image("multi", "1")[2][0]
-    owner = (shared / "layers" / "sha256" / cu.hexpart(base)).stat().st_uid
-    for (uid, _), h in zip(uids, homes):
-        r = h.capsule("run", "--no-home", name, "-c", "cat /etc/hello")
-        if uid == owner:
-            assert r.returncode == 0 and r.stdout == "changed\n", r.stderr
-        else:
-            assert r.returncode == 125, (r.returncode, r.stderr)
-            assert f"'etc/secret' belongs to uid {owner}, who pulled the image into this " \
-                   "shared cache" in r.stderr, r.stderr
-            assert "pull it into a cache of your own" in r.stderr
+    for h in homes:
         r = h.capsule("check")
         assert "shared cache" in r.stdout and "run from a copy" in r.stdout, r.stdout
+    # What a shared cache cannot do, said plainly: the base layer holds a 0600 file (/etc/secret)
+    # that only the member who unpacked it may read, so only they can run the image. (Above, the
+    # two pulls raced for the layers, and who unpacked which decides whether the other can use
+    # the overlay at all; here one member pulls alone, so it is always the other who cannot.)
+    second = workdir / "shared-cache-2"
+    second.mkdir()
+    os.chown(second, 0, gid)
+    second.chmod(0o2775)
+    for h in homes:
+        h.write_config(cache_dir=str(second))
+    r = cu.run(cu.as_user(uids[0], ["sh", "-c", 'umask 002; exec "$0" "$@"',
+                                    cu.capsule_binary(uids[0]), "pull", "-q", name]),
+               env=homes[0].env(), timeout=120)
+    assert r.returncode == 0, r.stderr
+    owner = uids[0][0]
+    r = homes[1].capsule("run", "--no-home", name, "-c", "cat /etc/hello")
+    assert r.returncode == 125, (r.returncode, r.stderr)
+    assert f"'etc/secret' belongs to uid {owner}, who pulled the image into this " \
+           "shared cache" in r.stderr, r.stderr
+    assert "pull it into a cache of your own" in r.stderr
+    r = homes[0].capsule("run", "--no-home", name, "-c", "cat /etc/hello")
+    assert r.returncode == 0 and r.stdout == "changed\n", r.stderr
 
 
 def test_interrupted_pull_resumes(images, registry, home):
