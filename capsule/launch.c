@@ -11,6 +11,7 @@
 #include "gpu-inject.h"
 #include "macro.h"
 #include "manifest.h"
+#include "names.h"
 #include "runtime.h"
 #include "spec.h"
 #include "strv.h"
@@ -241,6 +242,11 @@ static int run(struct store *st, struct launch_state *s, const struct launch_req
 {
     const struct container *c = req->c;
     struct scratch scratch = {.st = st, .lock = -1};
+    /* A named container gets a cgroup that gpumon reads its name from (names are at most 64
+     * characters, container_name_check). */
+    char scope[128] = "";
+    if (c->name)
+        snprintf(scope, sizeof(scope), NAMES_SCOPE_CAPSULE "%s" NAMES_SCOPE_SUFFIX, c->name);
     struct run_spec spec = {
         .layers = s->layer_dirs,
         .n_layers = s->n_layers,
@@ -269,6 +275,7 @@ static int run(struct store *st, struct launch_state *s, const struct launch_req
         .protect = s->protect,
         .on_started = req->on_started,
         .userdata = req->userdata,
+        .cgroup_scope = scope[0] ? scope : NULL,
     };
     int r = runtime_run(&spec, ret_exit, e);
     if (scratch.dir)

@@ -23,10 +23,12 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "init.h"
 #include "log.h"
 #include "macro.h"
 #include "mounts.h"
+#include "names.h"
 #include "rm-tree.h"
 #include "rootfs.h"
 #include "runtime.h"
@@ -335,8 +337,13 @@ static _Noreturn void child_main(const struct run_ctx *c, int alive_fd, int repo
     /* Leftover containers are a classic complaint: die with capsule. If capsule died before
      * that took effect, its end of this pipe (never written) has closed. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    struct pollfd p = {.fd = alive_fd, .events = POLLIN};
-    if (poll(&p, 1, 0) > 0)
+    /* Then wait for capsule's go: it puts this process in the container's cgroup first, so that
+     * nothing the command starts is left outside it. */
+    char go;
+    ssize_t n;
+    while ((n = read(alive_fd, &go, 1)) < 0 && errno == EINTR)
+        ;
+    if (n != 1)
         _exit(125);
     close(alive_fd);
     struct mounts_host_root host = {0};
@@ -378,6 +385,18 @@ static _Noreturn void child_main(const struct run_ctx *c, int alive_fd, int repo
     init_exec_command(&cmd);
 }
 
+/* Puts the container's first process in a cgroup of its own, where the host allows; returns its
+ * directory (malloc'd) or NULL, having said why at debug level. */
+static char *enter_scope(const struct run_spec *s, pid_t pid)
+{
+    char *dir = NULL;
+    struct errmsg e = {{0}};
+    if (s->cgroup_scope && cgroup_scope_enter(s->cgroup_scope, pid, &dir, &e) < 0)
+        log_debug("no cgroup of its own for the container (%s); gpumon attributes it by %s", e.text,
+                  NAMES_ENV_CAPSULE_NAME);
+    return dir;
+}
+
 static int spawn(struct run_ctx *c, int *ret_exit, unsigned *ret_flags, struct errmsg *e)
 {
     const struct run_spec *s = c->spec;
@@ -409,7 +428,14 @@ static int spawn(struct run_ctx *c, int *ret_exit, unsigned *ret_flags, struct e
     close(TAKE_FD(report_w));
     if (tty_w >= 0)
         close(TAKE_FD(tty_w));
-    r = supervise(pid, report_r, tty_r, s, ret_exit, ret_flags, e);
+    _cleanup_free_ char *scope = enter_scope(s, pid);
+    if (write(alive_w, "g", 1) != 1) {
+        r = errmsg_set(e, negative_errno(), "start the container: %m");
+        kill_and_reap(pid);
+    } else
+        r = supervise(pid, report_r, tty_r, s, ret_exit, ret_flags, e);
+    if (scope && cgroup_scope_remove(scope) < 0)
+        log_debug("cgroup %s stays: processes of the container are left in it", scope);
     /* A mount refused in the namespace: say why when AppArmor is the likely reason. */
     if (r == -EPERM && e && !strstr(e->text, "AppArmor") &&
         read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
@@ -638,6 +664,10 @@ int runtime_exec(pid_t pid, const struct runtime_exec_spec *spec, int *ret_exit,
         close(report_r);
         if (tty_r >= 0)
             close(tty_r);
+        /* Into the container's cgroup (its scope, where it has one) while the host's cgroup
+         * tree is still in sight; where that is not ours to change, the command runs where
+         * capsule does. */
+        (void)cgroup_join(pid, 0);
         exec_child(&t, &cmd);
     }
     if (child < 0)

@@ -100,6 +100,11 @@ struct run_spec {
     bool run_ldconfig;
     const char *ld_library_dir;
 
+    /* A cgroup of its own for the container (lib/cgroup.h), named so (names.h:
+     * "capsule-NAME.scope"), where the host lets the caller make one; NULL: none. The container
+     * is in it before it runs anything, and it is removed when the container has ended. */
+    const char *cgroup_scope;
+
     /* Called in the parent once the container's init is running (named containers record it);
      * may be NULL. A negative return kills the container and is returned by runtime_run. */
     int (*on_started)(pid_t pid, void *userdata);

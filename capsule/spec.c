@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "macro.h"
+#include "names.h"
 #include "strv.h"
 
 /* Host variables a containerised job step needs: the terminal and locale, and those of the
@@ -102,7 +103,7 @@ static int build_env(const struct image_config *img, const struct spec_flags *f,
     if (r >= 0)
         r = strv_env_set(&env, "container", "capsule");
     if (r >= 0 && f->name)
-        r = strv_env_set(&env, "CAPSULE_NAME", f->name);
+        r = strv_env_set(&env, NAMES_ENV_CAPSULE_NAME, f->name);
     for (size_t i = 0; r >= 0 && f->runtime_env && f->runtime_env[i]; i++)
         r = strv_env_put(&env, f->runtime_env[i]);
     if (r < 0)

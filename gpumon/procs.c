@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "fileio.h"
 #include "macro.h"
+#include "names.h"
 
 /* status is ~1.5 KiB; its Uid: line comes early, so a cut beyond this loses nothing we read. */
 #define STATUS_MAX   (8 * 1024)
@@ -118,7 +119,7 @@ static bool container_from(struct span c, struct span prev, struct proc_sample *
         set_label(p->container, sizeof(p->container), "docker", (struct span){c.p, SHORT_ID_LEN});
         return true;
     }
-    struct span name = span_between(c, "capsule-", ".scope");
+    struct span name = span_between(c, NAMES_SCOPE_CAPSULE, NAMES_SCOPE_SUFFIX);
     if (is_name(name)) {
         set_label(p->container, sizeof(p->container), "capsule", name);
         return true;
@@ -131,7 +132,7 @@ static bool container_from(struct span c, struct span prev, struct proc_sample *
 static bool job_from(struct span c, struct span prev, struct span prev2, bool under_stepd,
                      struct proc_sample *p)
 {
-    struct span id = span_between(c, "gpuq-job-", ".scope");
+    struct span id = span_between(c, NAMES_SCOPE_GPUQ_JOB, NAMES_SCOPE_SUFFIX);
     if (is_name(id)) {
         set_label(p->job, sizeof(p->job), "gpuq", id);
         return true;
@@ -201,7 +202,8 @@ static struct span env_value(struct span entry, const char *key)
 int procs_parse_environ(const char *block, size_t len, struct proc_sample *p)
 {
     enum { ENV_CAPSULE, ENV_GPUQ, ENV_SLURM, ENV_COUNT };
-    static const char *const keys[ENV_COUNT] = {"CAPSULE_NAME", "GPUQ_JOB_ID", "SLURM_JOB_ID"};
+    static const char *const keys[ENV_COUNT] = {NAMES_ENV_CAPSULE_NAME, NAMES_ENV_GPUQ_JOB_ID,
+                                                NAMES_ENV_SLURM_JOB_ID};
     struct span val[ENV_COUNT] = {{NULL, 0}};
     bool seen[ENV_COUNT] = {false};
 
