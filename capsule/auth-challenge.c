@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 /* Tokens longer than this are not something a registry hands out; JWTs are a few KiB. */
 #define AUTH_TOKEN_MAX (64u * 1024u)

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 /* Limits beyond which a header is refused as hostile rather than parsed. */
 #define AUTH_HEADER_MAX     8192

@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "capsule-limits.h"
-#include "config.h"
-#include "macro.h"
-#include "strv.h"
+#include "lib/config.h"
+#include "lib/macro.h"
+#include "lib/strv.h"
 
 #define SECTION "capsule"
 

@@ -25,7 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "runtime.h"
 
 struct capsule_config {

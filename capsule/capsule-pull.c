@@ -2,7 +2,7 @@
  * (libarchive). capsule execs it for `capsule pull` and runs it when `capsule run` needs an
  * image, so that capsule itself starts without loading those libraries (cli.h). */
 #include "cli.h"
-#include "macro.h"
+#include "lib/macro.h"
 
 static const struct cli_command commands[] = {
     {"pull", cmd_pull, "pull [-q] [--platform OS/ARCH[/VARIANT]] [--keep-blobs] IMAGE",

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "lib/log.h"
 
 #include "registry.h"
 #include "store.h"

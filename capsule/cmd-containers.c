@@ -12,12 +12,12 @@
 
 #include "capsule-limits.h"
 #include "cli.h"
-#include "fileio.h"
+#include "lib/fileio.h"
 #include "launch.h"
 #include "manifest.h"
 #include "runtime.h"
 #include "store.h"
-#include "strv.h"
+#include "lib/strv.h"
 #include "tty.h"
 
 extern char **environ;

@@ -13,7 +13,7 @@
 #include "progress.h"
 #include "ref.h"
 #include "store.h"
-#include "strv.h"
+#include "lib/strv.h"
 
 static void records_free(struct image_record *recs, size_t n)
 {

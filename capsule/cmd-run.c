@@ -12,12 +12,12 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "fileio.h"
+#include "lib/fileio.h"
 #include "launch.h"
-#include "log.h"
+#include "lib/log.h"
 #include "ref.h"
 #include "store.h"
-#include "strv.h"
+#include "lib/strv.h"
 
 extern char **environ;
 

@@ -13,11 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "macro.h"
-#include "rm-tree.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/rm-tree.h"
 #include "store.h"
-#include "strv.h"
+#include "lib/strv.h"
 
 #define STATE_MAX (1u << 20)
 

@@ -14,8 +14,8 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-#include "fileio.h"
-#include "macro.h"
+#include "lib/fileio.h"
+#include "lib/macro.h"
 
 #define CREDS_FILE_MAX (1u << 20)
 /* A base64 "auth" value longer than this is not a user name and a token. */

@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 struct creds {
     char *user;

@@ -4,8 +4,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "errmsg.h"
-#include "macro.h"
+#include "lib/errmsg.h"
+#include "lib/macro.h"
 
 /* "sha512:" + 128 hex digits + NUL. */
 #define DIGEST_STRING_MAX 136

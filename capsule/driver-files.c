@@ -15,11 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "fileio.h"
-#include "macro.h"
-#include "process.h"
-#include "strv.h"
+#include "lib/log.h"
+#include "lib/fileio.h"
+#include "lib/macro.h"
+#include "lib/process.h"
+#include "lib/strv.h"
 
 /* As the kernel's own limit on links followed in one lookup. */
 #define RESOLVE_LINKS_MAX 40

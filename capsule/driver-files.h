@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 /* NVIDIA_DRIVER_CAPABILITIES, as libnvidia-container names them. */
 enum {

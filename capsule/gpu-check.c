@@ -8,9 +8,9 @@
 
 #include "driver-files.h"
 #include "gpu-inject.h"
-#include "gpu.h"
-#include "macro.h"
-#include "nvml.h"
+#include "lib/gpu.h"
+#include "lib/macro.h"
+#include "lib/nvml.h"
 
 struct checker {
     const char *prefix;

@@ -13,12 +13,12 @@
 
 #include "driver-files.h"
 #include "gpu-select.h"
-#include "gpu.h"
-#include "log.h"
-#include "macro.h"
-#include "nvml.h"
+#include "lib/gpu.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/nvml.h"
 #include "require.h"
-#include "strv.h"
+#include "lib/strv.h"
 
 /* Where the image's libraries live, most specific first (Debian/Ubuntu, Red Hat, others). */
 static const char *const image_lib_dirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"};

@@ -43,7 +43,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "runtime.h"
 
 struct gpu_inject_opts {

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "macro.h"
-#include "strv.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/strv.h"
 
 /* Longer than any id a user types (a MIG UUID in the legacy form is about 60). */
 #define GPU_ID_MAX 128

@@ -7,8 +7,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "errmsg.h"
-#include "gpu.h"
+#include "lib/errmsg.h"
+#include "lib/gpu.h"
 
 enum gpu_source {
     GPU_SOURCE_NONE,        /* nothing asked for GPUs */

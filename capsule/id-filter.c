@@ -4,7 +4,7 @@
 #include <seccomp.h>
 #include <string.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 int id_filter_install(struct errmsg *e)
 {

@@ -7,7 +7,7 @@
  * variants for i386 programs). The process stays root over the user's own files, as before. */
 #pragma once
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 /* Installs the filter on the calling thread (inherited by what it execs; also sets
  * no_new_privs). Returns 0, or -errno with a message. */

@@ -13,9 +13,9 @@
 
 #include "id-filter.h"
 #include "init.h"
-#include "macro.h"
+#include "lib/macro.h"
 #include "rootfs.h"
-#include "strv.h"
+#include "lib/strv.h"
 #include "tty.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 /* What a failed container process writes to the report pipe before it exits. The parent reads
  * EOF (every copy of the write end closed, the last one by the command's execve) as success. */

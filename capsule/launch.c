@@ -9,12 +9,12 @@
 
 #include "capsule-limits.h"
 #include "gpu-inject.h"
-#include "macro.h"
+#include "lib/macro.h"
 #include "manifest.h"
-#include "names.h"
+#include "lib/names.h"
 #include "runtime.h"
 #include "spec.h"
-#include "strv.h"
+#include "lib/strv.h"
 #include "tty.h"
 
 /* What one launch holds until the container exits. */

@@ -11,7 +11,7 @@
 
 #include "capsule-config.h"
 #include "containers.h"
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "store.h"
 
 struct launch_request {

@@ -11,7 +11,7 @@
 
 #include "capsule-limits.h"
 #include "digest.h"
-#include "macro.h"
+#include "lib/macro.h"
 
 #define MEDIA_DOCKER_SCHEMA1        "application/vnd.docker.distribution.manifest.v1+json"
 #define MEDIA_DOCKER_SCHEMA1_SIGNED "application/vnd.docker.distribution.manifest.v1+prettyjws"

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 #define MEDIA_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
 #define MEDIA_DOCKER_LIST     "application/vnd.docker.distribution.manifest.list.v2+json"

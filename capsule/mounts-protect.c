@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 #include "mounts.h"
 
 /* The ancestors of path (itself first, "/" last) as (dev, ino, length of the prefix). */

@@ -18,8 +18,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "fileio.h"
-#include "macro.h"
+#include "lib/fileio.h"
+#include "lib/macro.h"
 #include "mounts.h"
 
 #define MAX_LINK_HOPS 16

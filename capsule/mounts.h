@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "runtime.h"
 
 /* "/proc/self/fd/N", the path through which mount(2) reaches what an fd refers to. */

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "lib/clock.h"
 
 #define PROGRESS_LABEL_MAX 32
 #define PROGRESS_REDRAW_MS 100

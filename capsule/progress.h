@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 enum progress_state {
     PROGRESS_WAITING,

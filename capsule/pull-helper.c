@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "process.h"
+#include "lib/process.h"
 
 #ifndef CAPSULE_LIBEXECDIR
 #define CAPSULE_LIBEXECDIR "/usr/local/libexec/gpunode"

@@ -14,10 +14,10 @@
 
 #include "capsule-limits.h"
 #include "digest.h"
-#include "macro.h"
+#include "lib/macro.h"
 #include "manifest.h"
 #include "progress.h"
-#include "rm-tree.h"
+#include "lib/rm-tree.h"
 #include "unpack.h"
 
 /* Layers fetched at once at the most (parallel_downloads). */

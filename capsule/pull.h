@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "ref.h"
 #include "registry.h"
 #include "store.h"

@@ -9,7 +9,7 @@
 #include <strings.h>
 
 #include "digest.h"
-#include "macro.h"
+#include "lib/macro.h"
 
 /* Longer input is refused before any work: no real reference comes close. */
 #define REF_INPUT_MAX      4096

@@ -18,7 +18,7 @@
 
 #include <stdbool.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 #define REF_DOCKER_HUB "docker.io"
 

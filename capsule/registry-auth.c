@@ -8,8 +8,8 @@
 #include <time.h>
 
 #include "auth-challenge.h"
-#include "clock.h"
-#include "macro.h"
+#include "lib/clock.h"
+#include "lib/macro.h"
 #include "registry-internal.h"
 
 #define TOKEN_ANSWER_MAX (1024u * 1024u)

@@ -8,9 +8,9 @@
 #include <stdint.h>
 
 #include "creds.h"
-#include "http-client.h"
+#include "lib/http-client.h"
 #include "registry.h"
-#include "strv.h"
+#include "lib/strv.h"
 
 /* Bearer tokens kept per client: one per scope; a pull needs one scope, a few at most. */
 #define REG_TOKENS_MAX 8

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "capsule-limits.h"
-#include "http-client.h"
-#include "macro.h"
+#include "lib/http-client.h"
+#include "lib/macro.h"
 #include "manifest.h"
 #include "registry-internal.h"
 

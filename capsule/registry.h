@@ -21,8 +21,8 @@
 #include <sys/types.h>
 
 #include "digest.h"
-#include "errmsg.h"
-#include "macro.h"
+#include "lib/errmsg.h"
+#include "lib/macro.h"
 #include "ref.h"
 
 struct registry_opts {

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 /* Longer values are refused: real ones are a few hundred bytes. */
 #define REQUIRE_VALUE_MAX 4096

@@ -14,7 +14,7 @@
 
 #include <stdbool.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 /* What the host has. Strings may be "" (unknown). */
 struct require_host {

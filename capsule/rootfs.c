@@ -11,9 +11,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 #include "mounts.h"
-#include "rm-tree.h"
+#include "lib/rm-tree.h"
 #include "rootfs.h"
 #include "unpack.h"
 

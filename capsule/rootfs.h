@@ -6,7 +6,7 @@
 
 #include <stdbool.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "runtime.h"
 
 /* Tests set this to exercise the mount(2) option-string path on kernels that have

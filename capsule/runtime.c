@@ -23,16 +23,16 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "cgroup.h"
+#include "lib/cgroup.h"
 #include "init.h"
-#include "log.h"
-#include "macro.h"
+#include "lib/log.h"
+#include "lib/macro.h"
 #include "mounts.h"
-#include "names.h"
-#include "rm-tree.h"
+#include "lib/names.h"
+#include "lib/rm-tree.h"
 #include "rootfs.h"
 #include "runtime.h"
-#include "strv.h"
+#include "lib/strv.h"
 #include "tty.h"
 
 /* Everything the child needs, computed before the clone (the child gets a copy). */

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 enum {
     MOUNT_RO = 1 << 0,       /* read-only bind */

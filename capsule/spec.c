@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "macro.h"
-#include "names.h"
-#include "strv.h"
+#include "lib/macro.h"
+#include "lib/names.h"
+#include "lib/strv.h"
 
 /* Host variables a containerised job step needs: the terminal and locale, and those of the
  * batch system and MPI launchers (srun inside a job, PMIx wire-up). */

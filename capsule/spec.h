@@ -17,7 +17,7 @@
 
 #include <stdbool.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "manifest.h"
 
 struct spec_flags {

@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "digest.h"
-#include "log.h"
-#include "rm-tree.h"
+#include "lib/log.h"
+#include "lib/rm-tree.h"
 #include "store-private.h"
 
 struct gc {

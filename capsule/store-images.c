@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "digest.h"
-#include "log.h"
+#include "lib/log.h"
 #include "ref.h"
-#include "strv.h"
+#include "lib/strv.h"
 #include "store-private.h"
 
 #define RECORD_SCHEMA 1

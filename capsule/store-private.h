@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "store.h"
 
 struct store {

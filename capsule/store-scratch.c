@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "rm-tree.h"
+#include "lib/log.h"
+#include "lib/rm-tree.h"
 #include "store-private.h"
 
 int store_scratch_new(struct store *s, char **ret_dir, int *ret_lock_fd, struct errmsg *e)

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "digest.h"
-#include "fileio.h"
-#include "rm-tree.h"
+#include "lib/fileio.h"
+#include "lib/rm-tree.h"
 #include "store-private.h"
 
 static const char *const store_dirs[] = {

@@ -26,8 +26,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "errmsg.h"
-#include "macro.h"
+#include "lib/errmsg.h"
+#include "lib/macro.h"
 
 struct store;
 

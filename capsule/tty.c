@@ -10,8 +10,8 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "fileio.h"
-#include "macro.h"
+#include "lib/fileio.h"
+#include "lib/macro.h"
 
 bool tty_wanted(bool force)
 {

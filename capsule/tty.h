@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 /* Whether the command gets a terminal: always with force (-t), else when stdin and stdout are
  * terminals and capsule is in the foreground (an interactive run; redirected output keeps its

@@ -20,8 +20,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "macro.h"
-#include "rm-tree.h"
+#include "lib/macro.h"
+#include "lib/rm-tree.h"
 #include "store.h"
 #include "unpack.h"
 

@@ -26,9 +26,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "macro.h"
-#include "rm-tree.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/rm-tree.h"
 #include "store.h"
 #include "unpack.h"
 

@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 struct unpack_stats {
     uint64_t entries, bytes;

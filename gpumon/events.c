@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "macro.h"
+#include "lib/clock.h"
+#include "lib/macro.h"
 
 /* One GPU's XIDs, kept for the life of gpumon. */
 struct xid_record {

@@ -10,9 +10,9 @@
 
 #include <stdint.h>
 
-#include "errmsg.h"
-#include "gpu.h"
-#include "nvml.h"
+#include "lib/errmsg.h"
+#include "lib/gpu.h"
+#include "lib/nvml.h"
 #include "snapshot.h"
 
 /* How long one nvmlEventSetWait_v2 call waits, which bounds how long events_stop() takes. */

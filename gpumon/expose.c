@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 #include "procs.h"
 
 #ifndef GPUNODE_VERSION

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "prom.h"
+#include "lib/prom.h"
 #include "snapshot.h"
 
 struct expose_opts {

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "macro.h"
+#include "lib/config.h"
+#include "lib/macro.h"
 
 #define SECTION "gpumon"
 

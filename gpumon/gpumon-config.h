@@ -4,7 +4,7 @@
 
 #include <stdbool.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 #define GPUMON_DEFAULT_LISTEN          ":9400" /* dcgm-exporter's port */
 #define GPUMON_DEFAULT_INTERVAL        1.0

@@ -10,12 +10,12 @@
 #include <time.h>
 
 #include "gpumon-config.h"
-#include "log.h"
+#include "lib/log.h"
 #include "sampler.h"
 #include "server.h"
 
-#include "sd-notify.h"
-#include "signals.h"
+#include "lib/sd-notify.h"
+#include "lib/signals.h"
 
 static void usage(FILE *out)
 {

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 static int hex_digits(const char *s, size_t min, size_t max, uint64_t *ret, const char **end)
 {

@@ -8,7 +8,7 @@
 
 #include <sys/types.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 #include "snapshot.h"
 
 struct proc_cache;

@@ -14,10 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "fileio.h"
-#include "macro.h"
-#include "names.h"
+#include "lib/clock.h"
+#include "lib/fileio.h"
+#include "lib/macro.h"
+#include "lib/names.h"
 
 /* status is ~1.5 KiB; its Uid: line comes early, so a cut beyond this loses nothing we read. */
 #define STATUS_MAX   (8 * 1024)

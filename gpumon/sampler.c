@@ -10,11 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "lib/clock.h"
 #include "events.h"
-#include "gpu.h"
-#include "macro.h"
-#include "nvml.h"
+#include "lib/gpu.h"
+#include "lib/macro.h"
+#include "lib/nvml.h"
 #include "pci-gpus.h"
 #include "proc-cache.h"
 

@@ -12,7 +12,7 @@
 
 #include <stdbool.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "snapshot.h"
 
 struct sampler_config {

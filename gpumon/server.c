@@ -7,9 +7,9 @@
 #include <time.h>
 
 #include "expose.h"
-#include "http-server.h"
-#include "macro.h"
-#include "prom.h"
+#include "lib/http-server.h"
+#include "lib/macro.h"
+#include "lib/prom.h"
 
 struct server {
     struct http_server *http;

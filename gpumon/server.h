@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "sampler.h"
 
 struct server;

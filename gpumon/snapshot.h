@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "gpu.h"
+#include "lib/gpu.h"
 
 /* The numeric fields of a GPU (or MIG device). A field the device does not support, or whose
  * read failed, has its bit clear in `have` and is left out of the exposition. */

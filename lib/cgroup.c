@@ -1,4 +1,4 @@
-#include "cgroup.h"
+#include "lib/cgroup.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,8 +12,8 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "fileio.h"
-#include "macro.h"
+#include "lib/fileio.h"
+#include "lib/macro.h"
 
 /* Where the v2 hierarchy is: /sys/fs/cgroup on a pure v2 host, its "unified" folder on a hybrid
  * one. NULL when there is none. */

@@ -10,7 +10,7 @@
 
 #include <sys/types.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 /* Makes (or reuses, after a killed run) the cgroup NAME below the caller's own and moves pid into
  * it. Returns 0 and the malloc'd directory in *ret_dir, or -errno with a message: -ENOENT (no

@@ -1,4 +1,4 @@
-#include "clock.h"
+#include "lib/clock.h"
 
 static struct timespec now(void)
 {

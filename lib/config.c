@@ -1,5 +1,5 @@
 /* Daemon configuration files on inih; see config.h. */
-#include "config.h"
+#include "lib/config.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "fileio.h"
+#include "lib/fileio.h"
 
 #define CONFIG_MAX_FILE (1024u * 1024u)
 /* A duration longer than this is a mistake in units, not a real setting. */

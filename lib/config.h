@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "errmsg.h"
-#include "macro.h"
+#include "lib/errmsg.h"
+#include "lib/macro.h"
 
 struct config;
 

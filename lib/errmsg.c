@@ -1,4 +1,4 @@
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,10 +1,10 @@
-#include "fileio.h"
+#include "lib/fileio.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 int fd_write_all(int fd, const void *buf, size_t len)
 {

@@ -1,5 +1,5 @@
 /* The GPU model: GPUs, their identity and MIG devices, read from NVML. */
-#include "gpu.h"
+#include "lib/gpu.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "log.h"
+#include "lib/log.h"
 
 /* No GPU has more MIG devices than this; a larger count from the driver is not believed. */
 #define GPU_MIG_SLOTS_MAX 128

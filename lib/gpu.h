@@ -7,9 +7,9 @@
 
 #include <stdbool.h>
 
-#include "errmsg.h"
-#include "macro.h"
-#include "nvml.h"
+#include "lib/errmsg.h"
+#include "lib/macro.h"
+#include "lib/nvml.h"
 
 #define GPU_UUID_MAX    NVML_DEVICE_UUID_V2_BUFFER_SIZE
 #define GPU_NAME_MAX    NVML_DEVICE_NAME_V2_BUFFER_SIZE

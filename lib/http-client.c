@@ -1,5 +1,5 @@
 /* HTTP client on libcurl; see http-client.h. */
-#include "http-client.h"
+#include "lib/http-client.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 /* Header blocks beyond this are a misbehaving server, not data we need. */
 #define HTTP_CLIENT_MAX_HEADERS (64u * 1024u)

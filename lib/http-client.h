@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 /* The response body is limited to this unless a caller streams it (http_client_opts.sink). */
 #define HTTP_CLIENT_MAX_BODY (16u * 1024u * 1024u)

@@ -1,5 +1,5 @@
 /* Embedded HTTP server on libmicrohttpd; see http-server.h. */
-#include "http-server.h"
+#include "lib/http-server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,8 +16,8 @@
 #include <sys/un.h>
 #include <zlib.h>
 
-#include "config.h"
-#include "log.h"
+#include "lib/config.h"
+#include "lib/log.h"
 
 /* Compressing a few hundred bytes saves nothing worth the CPU and the gzip header. */
 #define GZIP_MIN_BODY  256u

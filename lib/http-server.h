@@ -24,8 +24,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "errmsg.h"
-#include "macro.h"
+#include "lib/errmsg.h"
+#include "lib/macro.h"
 
 #define HTTP_SERVER_MAX_BODY         (64u * 1024u)
 #define HTTP_SERVER_MAX_CONNECTIONS  64u

@@ -1,5 +1,5 @@
 /* journald output for lib/log.h, kept apart from log.c so that only daemons link libsystemd. */
-#include "log.h"
+#include "lib/log.h"
 
 #ifdef HAVE_SYSTEMD
 #include <syslog.h>

@@ -1,4 +1,4 @@
-#include "log.h"
+#include "lib/log.h"
 
 #include <errno.h>
 #include <stdarg.h>

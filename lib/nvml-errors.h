@@ -3,7 +3,7 @@
  * as on a real node. */
 #pragma once
 
-#include "nvml-api.h"
+#include "lib/nvml-api.h"
 
 /* The text for r; "Unknown Error" for codes without one. Never NULL. */
 static inline const char *nvml_api_error_text(nvmlReturn_t r)

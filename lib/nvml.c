@@ -1,13 +1,13 @@
 /* Loading NVML at run time: dlopen(), one dlsym() per entry point, nvmlInit_v2(). */
-#include "nvml.h"
+#include "lib/nvml.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "nvml-errors.h"
+#include "lib/log.h"
+#include "lib/nvml-errors.h"
 
 struct nvml {
     void *dl;

@@ -9,9 +9,9 @@
  * nvml_close() runs after all of them are done with it. */
 #pragma once
 
-#include "errmsg.h"
-#include "macro.h"
-#include "nvml-api.h"
+#include "lib/errmsg.h"
+#include "lib/macro.h"
+#include "lib/nvml-api.h"
 
 /* The library name looked up through the dynamic loader (LD_LIBRARY_PATH, the ld cache). */
 #define NVML_LIBRARY "libnvidia-ml.so.1"

@@ -1,4 +1,4 @@
-#include "process.h"
+#include "lib/process.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* Prometheus exposition writer; see prom.h. */
-#include "prom.h"
+#include "lib/prom.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 enum prom_format {
     PROM_FORMAT_TEXT,        /* text/plain; version=0.0.4; charset=utf-8 */

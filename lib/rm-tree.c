@@ -1,6 +1,6 @@
 /* Removing trees: an image's unpacked layers hold read-only directories (0555) and unreadable
  * files (0000), and may nest deeper than a process has file descriptors; see rm-tree.h. */
-#include "rm-tree.h"
+#include "lib/rm-tree.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 /* Deeper directories are moved up to the top of the tree being removed, and removed in a later
  * pass, so that at most this many directories are open at once. */

@@ -1,5 +1,5 @@
 /* The signals a daemon handles itself; see signals.h. */
-#include "signals.h"
+#include "lib/signals.h"
 
 #include <pthread.h>
 

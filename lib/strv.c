@@ -1,4 +1,4 @@
-#include "strv.h"
+#include "lib/strv.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 size_t strv_length(char *const *v);
 /* Frees each string and the array; NULL is allowed. */

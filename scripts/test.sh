@@ -230,13 +230,20 @@ fuzz_smoke() {
         # Targets that drop root (fuzz-unpack runs as nobody, so that a bug cannot write to the
         # real /etc) must still be able to add inputs and write crash artifacts.
         chmod 1777 "$corpus" "$dir/fuzz-artifacts"
-        seeds=$src/corpus/$name
-        [ -d "$seeds" ] || seeds=$src/corpus/${name#fuzz-}
-        [ -d "$seeds" ] || seeds=
+        # ... or from the fuzz/ folder beside it, where a component keeps its targets' seeds;
+        # a dictionary <name>.dict there is handed over too.
+        seeds=
+        for s in "$src/corpus/$name" "$src/corpus/${name#fuzz-}" "$src/fuzz/corpus/$name"; do
+            [ -d "$s" ] && seeds=$s && break
+        done
+        dict=
+        for d in "$src/$name.dict" "$src/fuzz/$name.dict"; do
+            [ -f "$d" ] && dict=$d && break
+        done
         check "fuzz $name" timeout $((FUZZ_SECONDS + 120)) nice -n 10 "$exe" \
             -max_total_time="$FUZZ_SECONDS" \
             -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$dir/fuzz-artifacts/$name-" \
-            "$corpus" ${seeds:+"$seeds"}
+            ${dict:+-dict="$dict"} "$corpus" ${seeds:+"$seeds"}
         echo "fuzz $name: ${FUZZ_SECONDS}s"
         rm -rf "$corpus"
     done <<<"$targets"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nvml-api.h"
+#include "lib/nvml-api.h"
 
 #define EXIT_BAD_ARGS  2
 #define EXIT_NO_DRIVER 9

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "creds.h"
-#include "fuzz-check.h"
+#include "lib/fuzz-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

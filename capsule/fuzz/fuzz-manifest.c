@@ -10,7 +10,7 @@
 
 #include "capsule-limits.h"
 #include "digest.h"
-#include "fuzz-check.h"
+#include "lib/fuzz-check.h"
 #include "manifest.h"
 
 static void check_descriptor(const struct descriptor *d)

@@ -4,7 +4,7 @@
 #include <stdint.h>
 
 #include "driver-files.h"
-#include "fuzz-check.h"
+#include "lib/fuzz-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

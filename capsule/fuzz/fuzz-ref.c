@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "digest.h"
-#include "fuzz-check.h"
+#include "lib/fuzz-check.h"
 #include "ref.h"
 
 static bool same(const char *a, const char *b)

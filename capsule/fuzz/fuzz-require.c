@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuzz-check.h"
+#include "lib/fuzz-check.h"
 #include "require.h"
 
 static int sign(int x)

@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fuzz-check.h"
-#include "rm-tree.h"
+#include "lib/fuzz-check.h"
+#include "lib/rm-tree.h"
 #include "store.h"
 #include "unpack.h"
 

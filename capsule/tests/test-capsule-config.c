@@ -14,7 +14,7 @@
 #include "test-skip.h"
 
 #include "capsule-config.h"
-#include "strv.h"
+#include "lib/strv.h"
 
 static char dir[] = "/tmp/capsule-config-test-XXXXXX";
 

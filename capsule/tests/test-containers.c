@@ -14,8 +14,8 @@
 #include <cmocka.h>
 
 #include "containers.h"
-#include "macro.h"
-#include "strv.h"
+#include "lib/macro.h"
+#include "lib/strv.h"
 
 static char data[] = "/tmp/capsule-containers-test-XXXXXX";
 

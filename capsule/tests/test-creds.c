@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "creds.h"
-#include "macro.h"
+#include "lib/macro.h"
 
 static const char enroot_file[] = "# enroot credentials\n"
                                   "# machine nvcr.io login commented password out\n"

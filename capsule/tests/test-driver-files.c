@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "driver-files.h"
-#include "strv.h"
+#include "lib/strv.h"
 #include "tests/driver-tree/driver-tree.h"
 
 #define V "580.159.04"

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "gpu-select.h"
-#include "strv.h"
+#include "lib/strv.h"
 
 static struct gpu_mig migs[2] = {
     {.index = 0, .gi_id = 1, .ci_id = 0, .profile = "3g.71gb", .uuid = "MIG-aaaa1111-0000-0000"},

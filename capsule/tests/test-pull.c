@@ -23,7 +23,7 @@
 #include <cmocka.h>
 
 #include "digest.h"
-#include "http-server.h"
+#include "lib/http-server.h"
 #include "manifest.h"
 #include "pull.h"
 #include "registry.h"

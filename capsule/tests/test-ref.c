@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 #include "ref.h"
 
 #define D64  "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

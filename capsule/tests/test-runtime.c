@@ -21,10 +21,10 @@
 
 #include <cmocka.h>
 
-#include "rm-tree.h"
+#include "lib/rm-tree.h"
 #include "test-skip.h"
 
-#include "macro.h"
+#include "lib/macro.h"
 #include "rootfs.h"
 #include "runtime.h"
 

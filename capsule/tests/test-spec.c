@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "spec.h"
-#include "strv.h"
+#include "lib/strv.h"
 
 static char *entry_python[] = {"/usr/bin/python3", "-u", NULL};
 static char *cmd_server[] = {"server.py", "--port", "80", NULL};

@@ -25,12 +25,12 @@
 
 #include <cmocka.h>
 
-#include "rm-tree.h"
+#include "lib/rm-tree.h"
 #include "test-skip.h"
 
 #include "digest.h"
 #include "store.h"
-#include "strv.h"
+#include "lib/strv.h"
 #include "unpack.h"
 
 #define NOBODY 65534

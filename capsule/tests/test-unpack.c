@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "rm-tree.h"
+#include "lib/rm-tree.h"
 #include "test-skip.h"
 
 #include "store.h"

@@ -7,8 +7,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "http-client.h"
-#include "macro.h"
+#include "lib/http-client.h"
+#include "lib/macro.h"
 
 /* Connects to the socket once, without speaking HTTP, to learn the exact reason a request could
  * not be sent (curl's error names the symptom, not the errno). Returns 0 or -errno. */

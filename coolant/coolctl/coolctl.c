@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 static const struct coolctl_command commands[] = {
     {"status", cmd_status, "controller, protection level, temperatures, pumps at a glance",

@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 #include "ctl-proto.h"
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 #define COOLCTL_DEFAULT_SOCKET     "/run/coold/coold.sock"
 #define COOLCTL_DEFAULT_TIMEOUT_MS 10000L

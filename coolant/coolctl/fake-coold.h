@@ -8,7 +8,7 @@
 #include <stdbool.h>
 
 #include "ctl-proto.h"
-#include "http-server.h"
+#include "lib/http-server.h"
 
 struct fake_coold {
     char dir[64];

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 #define SETTINGS_KEYS_MAX 32
 #define POINTS_TEXT_MAX   256

@@ -8,8 +8,8 @@
 
 #include "api-status.h"
 #include "daemon.h"
-#include "log.h"
-#include "macro.h"
+#include "lib/log.h"
+#include "lib/macro.h"
 #include "metrics.h"
 
 #define SETTINGS_PREFIX "/v1/settings/"

@@ -2,7 +2,7 @@
  * the /metrics handler for the TCP one. userdata is the struct daemon. */
 #pragma once
 
-#include "http-server.h"
+#include "lib/http-server.h"
 
 void api_handle(const struct http_request *req, struct http_reply *reply, void *userdata);
 void api_handle_metrics(const struct http_request *req, struct http_reply *reply, void *userdata);

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 /* Refused attempts are recorded at most this often a second; the rest are counted, so a local
  * user cannot fill the disk under the log (which would then refuse the admins' changes). */

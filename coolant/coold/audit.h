@@ -5,7 +5,7 @@
 #include <jansson.h>
 #include <sys/types.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 struct audit;
 

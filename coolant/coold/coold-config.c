@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "macro.h"
+#include "lib/config.h"
+#include "lib/macro.h"
 
 /* Baud rates termios can set; anything else is a typo worth catching at load time. */
 static const unsigned valid_bauds[] = {9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600};

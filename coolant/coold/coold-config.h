@@ -4,7 +4,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 struct coold_config {
     char *device;

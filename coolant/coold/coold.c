@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "daemon-run.h"
-#include "log.h"
+#include "lib/log.h"
 
 static void usage(FILE *out)
 {

@@ -8,10 +8,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "lib/clock.h"
 #include "daemon-internal.h"
-#include "log.h"
-#include "macro.h"
+#include "lib/log.h"
+#include "lib/macro.h"
 
 static double wall_now(void)
 {

@@ -8,7 +8,7 @@
 #include "coold-config.h"
 #include "daemon.h"
 #include "eventlog.h"
-#include "http-server.h"
+#include "lib/http-server.h"
 #include "link.h"
 #include "safety.h"
 #include "shutdown.h"

@@ -3,7 +3,7 @@
 
 #include "coold-config.h"
 #include "daemon.h"
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 /* Sets everything up from a loaded config, whose strings the daemon takes over (on failure too):
  * link, safety, shutdown, audit log, control and metrics servers. Returns 0 or -errno with e. */

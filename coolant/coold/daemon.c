@@ -15,13 +15,13 @@
 #include <time.h>
 
 #include "api.h"
-#include "clock.h"
+#include "lib/clock.h"
 #include "daemon-internal.h"
-#include "log.h"
-#include "macro.h"
+#include "lib/log.h"
+#include "lib/macro.h"
 
-#include "sd-notify.h"
-#include "signals.h"
+#include "lib/sd-notify.h"
+#include "lib/signals.h"
 
 /* Creates the parent directory of path (one level, like /run/coold) if it is missing. */
 static int ensure_parent_dir(const char *path, mode_t mode, struct errmsg *e)

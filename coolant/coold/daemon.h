@@ -8,7 +8,7 @@
 
 #include "audit.h"
 #include "ctl-proto.h"
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "eventlog.h"
 #include "view.h"
 

@@ -8,10 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "lib/clock.h"
 #include "hooks.h"
-#include "http-client.h"
-#include "macro.h"
+#include "lib/http-client.h"
+#include "lib/macro.h"
 
 static const char *socket_path(const char *socket)
 {

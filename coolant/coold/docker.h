@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 #define DOCKER_ID_MAX   65 /* 64 hex digits and the NUL */
 #define DOCKER_NAME_MAX 128

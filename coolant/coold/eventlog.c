@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 struct event {
     struct timespec when;

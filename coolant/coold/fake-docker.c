@@ -18,11 +18,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "lib/clock.h"
 #include "docker.h"
 #include "hooks.h"
-#include "http-server.h"
-#include "macro.h"
+#include "lib/http-server.h"
+#include "lib/macro.h"
 
 struct fake_container *fake_find(struct fake_docker *f, const char *id, size_t len)
 {

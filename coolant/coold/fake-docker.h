@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "docker.h"
-#include "http-server.h"
+#include "lib/http-server.h"
 
 enum fake_mode {
     FAKE_OK,

@@ -15,9 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "macro.h"
-#include "process.h"
+#include "lib/clock.h"
+#include "lib/macro.h"
+#include "lib/process.h"
 
 extern char **environ;
 

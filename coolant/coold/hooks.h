@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 /* Called for each line a child prints (without the newline). name is the job's name. Lines longer
  * than HOOKS_LINE_MAX arrive in pieces. Called on the thread that runs hooks_exec(). */

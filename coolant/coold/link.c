@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "macro.h"
+#include "lib/log.h"
+#include "lib/macro.h"
 
 #define USEC_PER_SEC  1000000ULL
 #define USEC_PER_MSEC 1000ULL

@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "ctl-proto.h"
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "telemetry.h"
 
 enum link_state {

@@ -2,7 +2,7 @@
 
 #include <stdio.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 /* Families with one unlabelled sample. */
 static int gauge1(struct prom_writer *w, const char *name, const char *help, double value)

@@ -3,7 +3,7 @@
 
 #include <stddef.h>
 
-#include "prom.h"
+#include "lib/prom.h"
 #include "view.h"
 
 /* Renders every coold_* family from a view. Returns 0 with a malloc'd text in *ret_text (owned

@@ -11,10 +11,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "clock.h"
+#include "lib/clock.h"
 #include "docker.h"
 #include "hooks.h"
-#include "macro.h"
+#include "lib/macro.h"
 
 /* Shares of the time left (until the power cut minus the reserve) that each stage may use,
  * recomputed when each stage starts so that a quick stage hands its slack to the next ones. The

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "log.h"
+#include "lib/log.h"
 
 /* Numbers as in the coold_shutdown_stage metric. */
 enum shutdown_stage {

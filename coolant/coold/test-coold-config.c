@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "coold-config.h"
-#include "macro.h"
+#include "lib/macro.h"
 
 static char path[64];
 

@@ -19,9 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "lib/clock.h"
 #include "hooks.h"
-#include "macro.h"
+#include "lib/macro.h"
 
 struct tmp {
     char dir[64];

@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "link.h"
-#include "macro.h"
+#include "lib/macro.h"
 
 #define SEC 1000000ULL
 

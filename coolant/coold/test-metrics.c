@@ -12,7 +12,7 @@
 
 #include "test-skip.h"
 
-#include "macro.h"
+#include "lib/macro.h"
 #include "metrics.h"
 
 static void sample_view(struct coold_view *v)

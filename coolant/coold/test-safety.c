@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 #include "safety.h"
 
 #define MS(x) ((uint64_t)(x)*1000ULL)

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "clock.h"
+#include "lib/clock.h"
 #include "fake-docker.h"
 #include "hooks.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "lib/log.h"
 #include "sim-report.h"
 #include "sim-run.h"
 #include "sim-scenario.h"

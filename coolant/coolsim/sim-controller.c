@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "log.h"
-#include "macro.h"
+#include "lib/log.h"
+#include "lib/macro.h"
 
 #define HB_PERIOD_MS    1000
 #define ALARM_REPEAT_MS 1000

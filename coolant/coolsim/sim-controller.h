@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "ctl-proto.h"
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "sim-model.h"
 #include "sim-protect.h"
 

@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fileio.h"
-#include "macro.h"
+#include "lib/fileio.h"
+#include "lib/macro.h"
 
 #define IMAGE_MAX  8192 /* a real image is well under 1 KiB; anything this big is not ours */
 #define HEADER     "# coolsim controller EEPROM image; edits break the CRC and reset it\n"

@@ -7,7 +7,7 @@
 #pragma once
 
 #include "ctl-proto.h"
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 enum {
     SIM_EEPROM_LOADED = 0,   /* the image was read and is valid */

@@ -11,7 +11,7 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 /* Opens a pty master in raw mode. Setting termios through the master sets the slave's on
  * Linux, and the setting outlives the daemon closing and reopening the slave. */

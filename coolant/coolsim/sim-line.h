@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 
 struct sim_line {
     char *link;     /* the path the daemon opens */

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 void sim_report_fill(struct sim_report *r, const struct sim_ctl *c, const char *scenario,
                      const char *end, uint64_t start_ms, uint64_t end_ms)

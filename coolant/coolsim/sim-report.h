@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "sim-controller.h"
 
 /* Exit statuses of coolsim. */

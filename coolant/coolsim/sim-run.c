@@ -4,7 +4,7 @@
  * Everything the daemon sees on the line (heartbeats, cut delays, timeouts, the timeline) runs
  * on the real monotonic clock, pumps spinning up and down included; --speed only makes the
  * tank's temperatures move faster (sim-model.h). */
-#include "clock.h"
+#include "lib/clock.h"
 #include "sim-run.h"
 
 #include <errno.h>
@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "macro.h"
+#include "lib/log.h"
+#include "lib/macro.h"
 #include "sim-controller.h"
 #include "sim-eeprom.h"
 #include "sim-line.h"

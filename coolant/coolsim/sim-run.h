@@ -2,7 +2,7 @@
  * scenario's timeline to the real clock. Program code: it logs at info level. */
 #pragma once
 
-#include "errmsg.h"
+#include "lib/errmsg.h"
 #include "sim-model.h"
 #include "sim-report.h"
 #include "sim-scenario.h"

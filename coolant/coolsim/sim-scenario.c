@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "macro.h"
+#include "lib/macro.h"
 
 #define S(sec) ((unsigned)((sec)*1000))
 

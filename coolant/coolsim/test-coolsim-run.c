@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "clock.h"
+#include "lib/clock.h"
 #include "ctl-proto.h"
 
 extern char **environ;

@@ -14,9 +14,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "lib/config.h"
 #include "coold-config.h"
-#include "fuzz-check.h"
+#include "lib/fuzz-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "docker.h"
-#include "fuzz-check.h"
+#include "lib/fuzz-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

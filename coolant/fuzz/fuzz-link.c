@@ -27,7 +27,7 @@
 
 #include "ctl-proto.h"
 #include "link.h"
-#include "fuzz-check.h"
+#include "lib/fuzz-check.h"
 
 #define SEC      1000000ULL
 #define MSEC     1000ULL

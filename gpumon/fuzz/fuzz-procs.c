@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "procs.h"
-#include "fuzz-check.h"
+#include "lib/fuzz-check.h"
 
 static bool id_char(char c)
 {

@@ -14,8 +14,8 @@
 #include <cmocka.h>
 
 #include "events.h"
-#include "gpu.h"
-#include "nvml.h"
+#include "lib/gpu.h"
+#include "lib/nvml.h"
 
 static char dir[] = "/tmp/test-events-XXXXXX";
 static char fixture[PATH_MAX];

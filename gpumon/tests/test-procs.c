@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "clock.h"
+#include "lib/clock.h"
 #include "procs.h"
 
 #define HEX  "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

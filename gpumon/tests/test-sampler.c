@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "clock.h"
-#include "http-client.h"
+#include "lib/clock.h"
+#include "lib/http-client.h"
 #include "sampler.h"
 #include "server.h"
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prom.h"
+#include "lib/prom.h"
 
 static size_t count_lines(const char *text)
 {

@@ -5,7 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "lib/config.h"
 
 /* Asks for a few keys with every typed getter, as a daemon's config loader does. */
 static void read_all(struct config *c)

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu.h"
+#include "lib/gpu.h"
 
 static struct gpu_mig migs[] = {
     {.index = 0,

@@ -17,9 +17,9 @@
 
 #include "test-skip.h"
 
-#include "cgroup.h"
-#include "fileio.h"
-#include "macro.h"
+#include "lib/cgroup.h"
+#include "lib/fileio.h"
+#include "lib/macro.h"
 
 static void test_names_are_one_component(void **state)
 {

@@ -8,7 +8,7 @@
 #include <cmocka.h>
 #include <time.h>
 
-#include "clock.h"
+#include "lib/clock.h"
 
 static void test_units_agree_and_never_go_back(void **state)
 {

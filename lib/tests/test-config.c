@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "config.h"
+#include "lib/config.h"
 
 static struct config *load(const char *text, struct errmsg *e)
 {

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "fileio.h"
+#include "lib/fileio.h"
 
 /* Writes n bytes of a pattern into a pipe from a child, in odd-sized pieces. */
 static int pipe_from_child(size_t n)

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "fake-nvml-env.h"
-#include "gpu.h"
+#include "lib/gpu.h"
 
 static struct nvml *open_lib(const char *lib_env)
 {

@@ -31,8 +31,8 @@
 
 #include "test-skip.h"
 
-#include "http-client.h"
-#include "http-server.h"
+#include "lib/http-client.h"
+#include "lib/http-server.h"
 
 struct fixture {
     struct http_server *tcp;

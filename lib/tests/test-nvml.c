@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "fake-nvml-env.h"
-#include "nvml.h"
+#include "lib/nvml.h"
 
 static const char one_gpu[] = "{\"driver_version\": \"580.95.05\", \"cuda_version\": \"13.0\","
                               " \"gpus\": [{\"name\": \"NVIDIA H200\","

@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "fileio.h"
-#include "process.h"
+#include "lib/fileio.h"
+#include "lib/process.h"
 
 /* Runs sh -c script with stdout into a pipe; returns what it printed (malloc'd) and its status. */
 static char *run_sh(const char *script, struct process_opts o, int *ret_status)

@@ -15,7 +15,7 @@
 
 #include "test-skip.h"
 
-#include "prom.h"
+#include "lib/prom.h"
 
 static char *finish(struct prom_writer *w)
 {

@@ -24,7 +24,7 @@
 
 #include "test-skip.h"
 
-#include "rm-tree.h"
+#include "lib/rm-tree.h"
 
 #define NOBODY 65534
 

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "strv.h"
+#include "lib/strv.h"
 
 static void test_split_and_push(void **state)
 {

@@ -9,8 +9,8 @@
 #include <time.h>
 
 #include "fake-nvml.h"
-#include "nvml-errors.h"
-#include "macro.h"
+#include "lib/nvml-errors.h"
+#include "lib/macro.h"
 
 /* Identity of a fixture file's content as far as stat() tells: a renamed-over file has a new
  * inode, a rewritten one a new mtime or size. */

@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "fake-nvml.h"
-#include "macro.h"
+#include "lib/macro.h"
 
 /* Sampling period reported with encoder/decoder utilisation (µs), a value real GPUs report. */
 #define CODEC_SAMPLING_PERIOD_US 167000

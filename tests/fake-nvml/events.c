@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "fake-nvml.h"
-#include "macro.h"
+#include "lib/macro.h"
 
 /* XID 79: "GPU has fallen off the bus", what the driver reports when a GPU is lost. */
 #define XID_FALLEN_OFF_BUS 79

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "nvml-api.h"
+#include "lib/nvml-api.h"
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
 

@@ -12,7 +12,7 @@
 #include <jansson.h>
 
 #include "fake-nvml.h"
-#include "macro.h"
+#include "lib/macro.h"
 
 static const char *const call_names[] = {
 #define FAKE_CALL_NAME(name, ret, params) #name,

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "fake-nvml.h"
-#include "macro.h"
+#include "lib/macro.h"
 
 /* GPU instance handles: like device handles, their position says which GPU and id. */
 static struct nvmlGpuInstance_st {

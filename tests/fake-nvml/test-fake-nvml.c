@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "nvml-api.h"
+#include "lib/nvml-api.h"
 
 static struct nvml_api api;
 static void *lib;
