@@ -119,7 +119,8 @@ build_dir() {
     ninja -C "$dir"
 }
 
-# unit_tests DIR LABEL [WRAPPER...]: meson's unit suite of DIR, run through WRAPPER if given.
+# unit_tests DIR LABEL [WRAPPER...]: meson's tests of DIR (the unit suite, and the system suite:
+# C tests of a whole program, such as coolsim on a real pty), run through WRAPPER if given.
 # Through a wrapper the build dir is seen at another path, where ninja would not know its own
 # targets: the build stage has built them already.
 unit_tests() {
@@ -127,8 +128,8 @@ unit_tests() {
     shift 2
     [ $# -eq 0 ] || no_rebuild=(--no-rebuild)
     rm -f "$dir/meson-logs/testlog.json"
-    "$@" meson test -C "$dir" --suite unit --print-errorlogs --num-processes 2 "${no_rebuild[@]}" \
-        >"$dir/unit-tests.log" 2>&1
+    "$@" meson test -C "$dir" --suite unit --suite system --print-errorlogs --num-processes 2 \
+        "${no_rebuild[@]}" >"$dir/unit-tests.log" 2>&1
     rc=$?
     if [ ! -f "$dir/meson-logs/testlog.json" ] &&
         grep -Eq 'No (suitable )?tests defined|No suitable tests' "$dir/unit-tests.log"; then
@@ -218,14 +219,14 @@ for t in json.load(sys.stdin):
 }
 
 fuzz_smoke() {
-    local dir=$1 targets exe src name corpus seeds
+    local dir=$1 targets exe src name corpus seeds dict s d
     targets=$(fuzz_targets "$dir") || { fail "fuzz: cannot list targets"; return; }
     [ -n "$targets" ] || { echo "no fuzz targets defined"; return; }
     mkdir -p "$dir/fuzz-artifacts"
     while read -r exe src; do
         name=$(basename "$exe")
         # New inputs go to a temp dir so the source tree stays clean; seeds, when a target has
-        # them, are read from <its folder>/corpus/<name>/ (or the name without "fuzz-").
+        # them, are read from <its folder>/corpus/<name>/
         corpus=$(mktemp -d)
         # Targets that drop root (fuzz-unpack runs as nobody, so that a bug cannot write to the
         # real /etc) must still be able to add inputs and write crash artifacts.
@@ -233,7 +234,7 @@ fuzz_smoke() {
         # ... or from the fuzz/ folder beside it, where a component keeps its targets' seeds;
         # a dictionary <name>.dict there is handed over too.
         seeds=
-        for s in "$src/corpus/$name" "$src/corpus/${name#fuzz-}" "$src/fuzz/corpus/$name"; do
+        for s in "$src/corpus/$name" "$src/fuzz/corpus/$name"; do
             [ -d "$s" ] && seeds=$s && break
         done
         dict=
