@@ -6,9 +6,9 @@
 
 static const struct cli_command commands[] = {
     {"pull", cmd_pull, "pull [-q] [--platform OS/ARCH[/VARIANT]] [--keep-blobs] IMAGE",
-     "fetch an image into the cache"},
-    {"version", cmd_version, "version", "print the version and path"},
-    {"help", cmd_help, "help [COMMAND]", "show help"},
+     "fetch an image into the cache", 1},
+    {"version", cmd_version, "version", "print the version and path", 1},
+    {"help", cmd_help, "help [COMMAND]", "show help", 1},
 };
 
 int main(int argc, char **argv)

@@ -141,14 +141,13 @@ int cli_main(int argc, char **argv, const struct cli_command *table, size_t n)
         return 2;
     }
     struct errmsg e = {{0}};
-    /* Commands whose status is the container command's report their own failures as 125. */
-    bool runs = cmd->run == cmd_run || cmd->run == cmd_start || cmd->run == cmd_exec;
+    int fail = cmd->fail_status;
     /* A missing default file is no error; a file named on the command line must be there. */
     if (ctx.config_path && access(ctx.config_path, F_OK) < 0)
-        return cli_fail("--config '%s': %s", ctx.config_path, strerror(errno)), runs ? 125 : 1;
+        return cli_fail("--config '%s': %s", ctx.config_path, strerror(errno)), fail;
     /* --config replaces the user's file; /etc/capsule.conf still applies under it. */
     if (capsule_config_load(NULL, ctx.config_path, &ctx.config, &e) < 0)
-        return cli_fail("%s", e.text), runs ? 125 : 1;
+        return cli_fail("%s", e.text), fail;
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
     optind = 0; /* glibc: 0 re-initialises getopt for the subcommand's own options */

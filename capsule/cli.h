@@ -19,6 +19,10 @@ struct cli_command {
     int (*run)(int argc, char **argv, struct cli_ctx *ctx);
     const char *usage;   /* one line: "pull [--platform OS/ARCH] IMAGE" */
     const char *summary; /* one line for `capsule --help` */
+    /* The exit status when capsule fails before the command runs (its config): 1, or for the
+     * commands whose status is the container command's LAUNCH_EXIT_FAILED (125), as Docker
+     * does, so that it cannot be taken for the command's own. */
+    int fail_status;
 };
 
 /* The whole of a program's main(): global options (--config, -q, -v, --help, --version), the
