@@ -13,12 +13,21 @@ static int log_to_journal = -1;
 /* Set by log_enable_journal() (log-journal.c): only daemons link libsystemd, so that a CLI such
  * as capsule, whose start-up time is measured in milliseconds, does not load it. */
 static log_journal_fn journal_sink;
+/* A host program's own (log_set_sink), which wins over both. */
+static log_sink_fn host_sink;
+static void *host_userdata;
 
 static const char *const level_names[] = {"err", "warning", "notice", "info", "debug"};
 
 void log_set_journal_sink(log_journal_fn sink)
 {
     journal_sink = sink;
+}
+
+void log_set_sink(log_sink_fn sink, void *userdata)
+{
+    host_sink = sink;
+    host_userdata = userdata;
 }
 
 const char *log_get_ident(void)
@@ -49,6 +58,10 @@ static int journal_wanted(void)
 
 static void log_write(enum log_level level, const char *file, int line, const char *text)
 {
+    if (host_sink) {
+        host_sink(level, file, line, text, host_userdata);
+        return;
+    }
     if (journal_sink && journal_wanted()) {
         journal_sink(level, file, line, text);
         return;

@@ -1,6 +1,8 @@
 /* Program logging: one small API with levels. Under systemd (JOURNAL_STREAM set and libsystemd
- * available) records go to journald with structured fields, else one line each to stderr.
- * Library code logs at debug level only and returns errors instead. */
+ * available) records go to journald with structured fields, else one line each to stderr, unless
+ * the host program hands them to a function of its own (log_set_sink: a Slurm plugin logs
+ * through slurmstepd, a test collects them). Library code logs at debug level only and returns
+ * errors instead. */
 #pragma once
 
 enum log_level {
@@ -22,6 +24,13 @@ typedef void (*log_journal_fn)(enum log_level level, const char *file, int line,
 /* For log-journal.c: where records go under systemd. */
 void log_set_journal_sink(log_journal_fn sink);
 const char *log_get_ident(void);
+
+/* Where records go instead of journald or stderr: sink gets each record at or below the
+ * threshold (log_setup's), formatted, with userdata. NULL restores the default. Set it before
+ * any thread logs; the sink itself must be thread-safe when threads log. */
+typedef void (*log_sink_fn)(enum log_level level, const char *file, int line, const char *text,
+                            void *userdata);
+void log_set_sink(log_sink_fn sink, void *userdata);
 
 /* Parses "err", "warning", "notice", "info" or "debug"; returns the level or -EINVAL. */
 int log_level_from_string(const char *s);
