@@ -1,7 +1,5 @@
 /* The callbacks that tie the link, the safety state machine, the shutdown and the event list
  * together, and the thread-safe entry points of daemon.h. */
-#include <grp.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,25 +263,7 @@ int daemon_drill(struct daemon *d, json_t **ret_stages, struct errmsg *e)
 
 bool daemon_may_write(struct daemon *d, uid_t uid, gid_t gid)
 {
-    if (uid == 0)
-        return true;
-    if (!d->has_admin_gid)
-        return false;
-    if (gid == d->admin_gid)
-        return true;
-    /* Supplementary groups are not in SO_PEERCRED: look the user up. */
-    struct passwd pw, *found = NULL;
-    char scratch[2048];
-    if (getpwuid_r(uid, &pw, scratch, sizeof(scratch), &found) != 0 || !found)
-        return false;
-    gid_t groups[256];
-    int n = ELEMENTSOF(groups);
-    if (getgrouplist(found->pw_name, found->pw_gid, groups, &n) < 0)
-        return false;
-    for (int i = 0; i < n; i++)
-        if (groups[i] == d->admin_gid)
-            return true;
-    return false;
+    return roles_is_admin(&d->roles, uid, gid);
 }
 
 struct eventlog *daemon_events(struct daemon *d)
@@ -298,5 +278,5 @@ struct audit *daemon_audit(struct daemon *d)
 
 const char *daemon_admin_group(struct daemon *d)
 {
-    return d->has_admin_gid ? d->cfg.admin_group : NULL;
+    return roles_admin_group(&d->roles);
 }

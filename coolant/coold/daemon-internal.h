@@ -4,7 +4,8 @@
 
 #include <pthread.h>
 
-#include "audit.h"
+#include "lib/audit.h"
+#include "lib/roles.h"
 #include "coold-config.h"
 #include "daemon.h"
 #include "eventlog.h"
@@ -35,8 +36,7 @@ struct daemon {
     struct http_server *api_server;
     struct http_server *metrics_server;
 
-    bool has_admin_gid;
-    gid_t admin_gid;
+    struct roles roles; /* root and admin_group may write */
 
     bool stop_noted; /* a stop request waits for a running emergency shutdown */
 

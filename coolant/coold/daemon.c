@@ -3,7 +3,6 @@
 #include "daemon-run.h"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <libgen.h>
 #include <poll.h>
 #include <signal.h>
@@ -37,20 +36,12 @@ static int ensure_parent_dir(const char *path, mode_t mode, struct errmsg *e)
 
 static int setup_admin_group(struct daemon *d, struct errmsg *e)
 {
-    if (!d->cfg.admin_group || !*d->cfg.admin_group)
-        return 0;
-    struct group gr, *found = NULL;
-    char scratch[4096];
-    int r = getgrnam_r(d->cfg.admin_group, &gr, scratch, sizeof(scratch), &found);
-    if (r != 0 || !found) {
+    int r = roles_init(&d->roles, d->cfg.admin_group, e);
+    if (r == 1)
         /* Not fatal: writes stay root-only, which is the safe side. */
         log_warning("[control] admin_group '%s' does not exist; only root may change settings",
                     d->cfg.admin_group);
-        return 0;
-    }
-    d->has_admin_gid = true;
-    d->admin_gid = found->gr_gid;
-    return 0;
+    return r < 0 ? r : 0;
 }
 
 static int setup_signals(struct daemon *d, struct errmsg *e)
@@ -160,6 +151,7 @@ void daemon_free(struct daemon *d)
     shutdown_free(d->shutdown);
     safety_free(d->safety);
     audit_close(d->audit);
+    roles_done(&d->roles);
     eventlog_free(d->events);
     closep(&d->signal_fd);
     closep(&d->wake_fd);

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "audit.h"
+#include "lib/audit.h"
 #include "ctl-proto.h"
 #include "lib/errmsg.h"
 #include "eventlog.h"

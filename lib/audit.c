@@ -1,4 +1,4 @@
-#include "audit.h"
+#include "lib/audit.h"
 
 #include <fcntl.h>
 #include <pthread.h>
