@@ -1,6 +1,7 @@
 /* gpumon: GPU telemetry exporter for Prometheus. Parses arguments, loads the config, wires the
  * sampler to the HTTP server, logs what changes and waits for a stop signal. */
 #include <getopt.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -10,12 +11,12 @@
 #include <time.h>
 
 #include "gpumon-config.h"
+#include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/service.h"
 #include "sampler.h"
 #include "server.h"
-
-#include "lib/sd-notify.h"
-#include "lib/signals.h"
 
 static void usage(FILE *out)
 {
@@ -157,36 +158,35 @@ static double unix_now(void)
 /* Waits for SIGTERM/SIGINT, logging sampler changes and pinging the watchdog meanwhile. The
  * watchdog is pinged only while samples stay fresh, so a sampler stuck in the driver gets
  * gpumon restarted. */
-static void run(struct sampler *s, const struct gpumon_config *cfg, const sigset_t *mask)
+static void run(struct sampler *s, const struct gpumon_config *cfg, int signal_fd)
 {
-    uint64_t wd_usec = 0;
-    if (sd_watchdog_enabled(0, &wd_usec) <= 0)
-        wd_usec = 0;
-    double wd = wd_usec / 1e6, tick = cfg->interval_s;
-    if (wd > 0 && wd / 4 < tick)
-        tick = wd / 4;
-    double fresh = 3 * cfg->interval_s > wd / 2 ? 3 * cfg->interval_s : wd / 2;
+    struct service_watchdog wd;
+    service_watchdog_init(&wd);
+    double wd_s = (double)wd.interval_usec / 1e6;
+    int tick_ms = (int)(cfg->interval_s * 1000);
+    double fresh = 3 * cfg->interval_s > wd_s / 2 ? 3 * cfg->interval_s : wd_s / 2;
     struct watch w = {0};
     for (;;) {
         struct snapshot *snap = sampler_current(s);
         log_changes(&w, snap);
         bool stale = unix_now() - snap->taken_at > fresh;
         snapshot_unref(snap);
-        if (wd > 0 && !stale)
-            sd_notify(0, "WATCHDOG=1");
-        struct timespec ts = {(time_t)tick, (long)((tick - (double)(time_t)tick) * 1e9)};
-        siginfo_t si;
-        int sig = sigtimedwait(mask, &si, &ts);
-        if (sig == SIGHUP)
+        uint64_t now = clock_now_usec();
+        if (!stale)
+            service_watchdog_ping(&wd, now);
+        int timeout = service_watchdog_timeout_ms(&wd, now);
+        struct pollfd p = {.fd = signal_fd, .events = POLLIN};
+        if (poll(&p, 1, timeout < 0 || timeout > tick_ms ? tick_ms : timeout) <= 0)
+            continue;
+        enum service_signal sig = service_signals_read(signal_fd);
+        if (sig == SERVICE_SIGNAL_RELOAD)
             log_info("SIGHUP ignored: restart gpumon to reload its configuration");
-        else if (sig > 0) {
-            log_info("Received %s, stopping", strsignal(sig));
+        else if (sig == SERVICE_SIGNAL_STOP)
             return;
-        }
     }
 }
 
-static int start(const struct gpumon_config *cfg, const sigset_t *mask)
+static int start(const struct gpumon_config *cfg, int signal_fd)
 {
     struct sampler_config sc = {
         .nvml_library = cfg->nvml_library,
@@ -210,9 +210,9 @@ static int start(const struct gpumon_config *cfg, const sigset_t *mask)
         return log_error_errno(r, "%s", e.text);
     log_info("gpumon %s serving /metrics on %s (port %u), sampling every %gs", GPUNODE_VERSION,
              cfg->listen, server_port(srv), cfg->interval_s);
-    sd_notify(0, "READY=1\nSTATUS=Exporting GPU metrics");
-    run(s, cfg, mask);
-    sd_notify(0, "STOPPING=1");
+    service_ready("Exporting GPU metrics");
+    run(s, cfg, signal_fd);
+    service_stopping();
     /* The server goes first: it holds references into the sampler. */
     server_free(TAKE_PTR(srv));
     return 0;
@@ -240,10 +240,14 @@ int main(int argc, char **argv)
         gpumon_config_done(&cfg);
         return 0;
     }
-    /* Before any thread starts: only sigtimedwait() in run() sees them. */
-    sigset_t mask;
-    signals_block_daemon(&mask);
-    int r = start(&cfg, &mask);
+    /* Before any thread starts: only the signalfd that run() polls sees them. */
+    _cleanup_close_ int signal_fd = service_signals_open();
+    if (signal_fd < 0) {
+        log_error_errno(signal_fd, "cannot create a signalfd");
+        gpumon_config_done(&cfg);
+        return 1;
+    }
+    int r = start(&cfg, signal_fd);
     gpumon_config_done(&cfg);
     return r < 0 ? 1 : 0;
 }

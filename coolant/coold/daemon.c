@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -19,8 +18,7 @@
 #include "lib/log.h"
 #include "lib/macro.h"
 
-#include "lib/sd-notify.h"
-#include "lib/signals.h"
+#include "lib/service.h"
 
 /* Creates the parent directory of path (one level, like /run/coold) if it is missing. */
 static int ensure_parent_dir(const char *path, mode_t mode, struct errmsg *e)
@@ -46,12 +44,12 @@ static int setup_admin_group(struct daemon *d, struct errmsg *e)
 
 static int setup_signals(struct daemon *d, struct errmsg *e)
 {
-    sigset_t mask;
-    signals_block_daemon(&mask);
-    d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    d->signal_fd = service_signals_open();
+    if (d->signal_fd < 0)
+        return errmsg_set(e, d->signal_fd, "cannot create a signalfd: %s", strerror(-d->signal_fd));
     d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (d->signal_fd < 0 || d->wake_fd < 0)
-        return errmsg_set(e, negative_errno(), "cannot create signalfd/eventfd: %m");
+    if (d->wake_fd < 0)
+        return errmsg_set(e, negative_errno(), "cannot create an eventfd: %m");
     return 0;
 }
 
@@ -235,17 +233,10 @@ static int prepare_poll(struct daemon *d, struct pollfd fds[3], uint64_t now)
 /* Returns true when a terminating signal arrived. */
 static bool read_signals(struct daemon *d)
 {
-    struct signalfd_siginfo si;
-    bool stop = false;
-    while (read(d->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-        if (si.ssi_signo == SIGHUP) {
-            log_info("SIGHUP ignored: restart coold to reload its configuration");
-            continue;
-        }
-        log_info("Received %s, stopping", strsignal((int)si.ssi_signo));
-        stop = true;
-    }
-    return stop;
+    enum service_signal sig = service_signals_read(d->signal_fd);
+    if (sig == SERVICE_SIGNAL_RELOAD)
+        log_info("SIGHUP ignored: restart coold to reload its configuration");
+    return sig == SERVICE_SIGNAL_STOP;
 }
 
 /* How long a stop request waits for an emergency shutdown under way: its HALT and command need
@@ -267,18 +258,22 @@ static bool may_stop(struct daemon *d, uint64_t stop_by)
 
 int daemon_run(struct daemon *d)
 {
-    uint64_t watchdog_usec = 0, last_ping = 0, stop_by = 0;
-    if (sd_watchdog_enabled(0, &watchdog_usec) <= 0)
-        watchdog_usec = 0;
-    sd_notify(0, "READY=1\nSTATUS=Watching the cooling controller");
+    uint64_t stop_by = 0;
+    struct service_watchdog wd;
+    service_watchdog_init(&wd);
+    service_ready("Watching the cooling controller");
     log_info("coold %s running: controller %s, metrics %s, control %s%s", GPUNODE_VERSION,
              d->cfg.device, d->cfg.metrics_listen, d->cfg.control_socket,
              d->cfg.drill ? " (drill mode: nothing will be stopped)" : "");
     for (;;) {
         struct pollfd fds[3];
         pthread_mutex_lock(&d->lock);
-        int timeout = prepare_poll(d, fds, clock_now_usec());
+        uint64_t before = clock_now_usec();
+        int timeout = prepare_poll(d, fds, before);
         pthread_mutex_unlock(&d->lock);
+        int wd_ms = service_watchdog_timeout_ms(&wd, before);
+        if (wd_ms >= 0 && (timeout < 0 || wd_ms < timeout))
+            timeout = wd_ms;
         if (poll(fds, fds[2].fd >= 0 ? 3 : 2, timeout) < 0 && errno != EINTR)
             return log_error_errno(negative_errno(), "poll failed");
         if ((fds[0].revents & POLLIN) && read_signals(d) && !stop_by) {
@@ -295,11 +290,8 @@ int daemon_run(struct daemon *d)
         link_process(d->link, now, fds[2].fd >= 0 ? fds[2].revents : 0);
         daemon_step_safety(d, now);
         pthread_mutex_unlock(&d->lock);
-        if (watchdog_usec && now - last_ping >= watchdog_usec / 2) {
-            sd_notify(0, "WATCHDOG=1");
-            last_ping = now;
-        }
+        service_watchdog_ping(&wd, now);
     }
-    sd_notify(0, "STOPPING=1");
+    service_stopping();
     return 0;
 }

@@ -172,3 +172,28 @@ def test_sigterm_while_driver_missing(gpumon):
     d.checked()
     d.proc.popen.send_signal(signal.SIGTERM)
     assert d.proc.wait(timeout=10) == 0, d.proc.tail()
+
+
+def test_systemd_notifications_watchdog_and_sighup(gpumon, workdir):
+    """Under systemd (a NOTIFY_SOCKET of the test's own): READY=1 once serving, WATCHDOG=1 pings
+    within the interval while samples are fresh, SIGHUP said and ignored (gpumon keeps serving),
+    STOPPING=1 on SIGTERM, exit 0."""
+    sock_path = str(workdir / "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(sock_path)
+    sock.settimeout(10)
+    try:
+        d = gpumon("consumer-1gpu", env={"NOTIFY_SOCKET": sock_path, "WATCHDOG_USEC": "600000"})
+        messages = []
+        while sum(m.startswith("WATCHDOG=1") for m in messages) < 3:
+            messages.append(sock.recv(4096).decode())
+        assert messages[0].startswith("READY=1\nSTATUS="), messages
+        d.proc.popen.send_signal(signal.SIGHUP)
+        gu.wait_for(lambda: "SIGHUP ignored" in d.proc.log(), 5, "the SIGHUP to be logged")
+        d.checked()
+        d.proc.popen.send_signal(signal.SIGTERM)
+        while "STOPPING=1" not in messages:
+            messages.append(sock.recv(4096).decode())
+        assert d.proc.wait(timeout=10) == 0, d.proc.tail()
+    finally:
+        sock.close()
