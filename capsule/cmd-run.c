@@ -15,17 +15,14 @@
 #include "lib/fileio.h"
 #include "launch.h"
 #include "lib/log.h"
-#include "ref.h"
 #include "store.h"
 #include "lib/strv.h"
 
 extern char **environ;
 
-enum pull_policy { PULL_MISSING, PULL_NEVER, PULL_ALWAYS };
-
 struct run_opts {
     struct container c; /* the request: flags, mounts, env; image and layers filled later */
-    enum pull_policy pull;
+    enum launch_pull_policy pull;
     bool help, detach, rm, tty;
 };
 
@@ -52,17 +49,6 @@ static const char run_help[] =
     "Docker's habits: -i and --interactive are accepted (stdin is always the command's), so\n"
     "-it works; --rm is what `run` does anyway (a container of `run`, named or not, goes when\n"
     "it ends).\n";
-
-static int parse_pull_policy(const char *s, enum pull_policy *ret)
-{
-    static const char *const names[] = {"missing", "never", "always"};
-    for (size_t i = 0; i < ELEMENTSOF(names); i++)
-        if (strcmp(s, names[i]) == 0) {
-            *ret = (enum pull_policy)i;
-            return 0;
-        }
-    return -EINVAL;
-}
 
 static int set_string(char **dst, const char *v)
 {
@@ -110,7 +96,7 @@ static int apply_option(int c, const char *arg, struct run_opts *o, struct errms
         o->c.no_home = true;
         return 0;
     case 'p':
-        if (parse_pull_policy(arg, &o->pull) < 0)
+        if (launch_pull_policy_parse(arg, &o->pull) < 0)
             return errmsg_set(e, -EINVAL, "--pull '%s': use missing, never or always", arg);
         return 0;
     case 'h':
@@ -179,25 +165,10 @@ static int parse_run_options(int argc, char **argv, const struct cli_command *cm
     return optind;
 }
 
-/* Finds the image in the store (store_image_find), pulling it first when the policy says so. */
-static int resolve_image(struct cli_ctx *ctx, struct store *st, const char *arg,
-                         enum pull_policy policy, struct image_record *ret, struct errmsg *e)
+/* launch_resolve_image's pull: capsule-pull, which prints its own errors. */
+static int pull_with_helper(void *userdata, const char *name)
 {
-    struct image_ref ref = {0};
-    _cleanup_free_ char *name = NULL;
-    int r = policy == PULL_ALWAYS ? -ENOENT : store_image_find(st, arg, ret, e);
-    if (r != -ENOENT || policy == PULL_NEVER)
-        return r < 0 ? r : 0;
-    if ((r = image_ref_parse(arg, &ref, e)) < 0)
-        return r;
-    r = image_ref_format(&ref, &name);
-    image_ref_done(&ref);
-    if (r < 0)
-        return errmsg_set(e, r, "out of memory");
-    /* The helper prints its own errors; what is left to say is that the run cannot go on. */
-    if (cli_run_pull_helper(ctx, name) != 0)
-        return errmsg_set(e, -ENOENT, "cannot run '%s': the pull failed", name);
-    return store_image_load(st, name, ret, e);
+    return cli_run_pull_helper(userdata, name);
 }
 
 /* Fills the container's image fields from the record. */
@@ -364,7 +335,8 @@ static int run_or_create(int argc, char **argv, struct cli_ctx *ctx, bool create
     }
     if (!(o.c.args = strv_copy(argv + i + 1)) || cli_open_store(ctx, &st) < 0)
         goto out;
-    if (resolve_image(ctx, st, argv[i], o.pull, &img, &e) < 0 || take_image(&o.c, &img) < 0) {
+    if (launch_resolve_image(st, argv[i], o.pull, pull_with_helper, ctx, &img, &e) < 0 ||
+        take_image(&o.c, &img) < 0) {
         cli_fail("%s", e.text[0] ? e.text : "out of memory");
         goto out;
     }

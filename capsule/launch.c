@@ -11,6 +11,7 @@
 #include "gpu-inject.h"
 #include "lib/macro.h"
 #include "manifest.h"
+#include "ref.h"
 #include "lib/names.h"
 #include "runtime.h"
 #include "spec.h"
@@ -203,6 +204,42 @@ static int build_spec(struct launch_state *s, const struct launch_request *req, 
         .home = getenv("HOME"),
     };
     return spec_build(&s->img, &f, req->host_env, &s->spec, e);
+}
+
+int launch_pull_policy_parse(const char *s, enum launch_pull_policy *ret)
+{
+    static const char *const names[] = {
+        [LAUNCH_PULL_MISSING] = "missing",
+        [LAUNCH_PULL_NEVER] = "never",
+        [LAUNCH_PULL_ALWAYS] = "always",
+    };
+    for (size_t i = 0; i < ELEMENTSOF(names); i++)
+        if (strcmp(s, names[i]) == 0) {
+            *ret = (enum launch_pull_policy)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+int launch_resolve_image(struct store *st, const char *arg, enum launch_pull_policy policy,
+                         launch_pull_fn pull, void *userdata, struct image_record *ret,
+                         struct errmsg *e)
+{
+    int r = policy == LAUNCH_PULL_ALWAYS ? -ENOENT : store_image_find(st, arg, ret, e);
+    if (r != -ENOENT || policy == LAUNCH_PULL_NEVER)
+        return r < 0 ? r : 0;
+    /* What is pulled is a name: an ID prefix of nothing cached is taken as Docker Hub's. */
+    struct image_ref ref = {0};
+    _cleanup_free_ char *name = NULL;
+    if ((r = image_ref_parse(arg, &ref, e)) < 0)
+        return r;
+    r = image_ref_format(&ref, &name);
+    image_ref_done(&ref);
+    if (r < 0)
+        return errmsg_set(e, r, "out of memory");
+    if (pull(userdata, name) != 0)
+        return errmsg_set(e, -ENOENT, "cannot run '%s': the pull failed", name);
+    return store_image_load(st, name, ret, e);
 }
 
 int launch_exit_code(int r, const struct errmsg *e)

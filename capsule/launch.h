@@ -24,6 +24,28 @@ struct launch_request {
     void *userdata;
 };
 
+/* When an image is pulled before a run (Docker's --pull, Pyxis' enroot import). */
+enum launch_pull_policy {
+    LAUNCH_PULL_MISSING, /* only when it is not in the store */
+    LAUNCH_PULL_NEVER,
+    LAUNCH_PULL_ALWAYS,
+};
+/* Parses "missing", "never" or "always". 0 or -EINVAL. */
+int launch_pull_policy_parse(const char *s, enum launch_pull_policy *ret);
+
+/* Pulls the image of canonical name into the store; the caller's way (capsule runs capsule-pull,
+ * which says its own errors). Returns 0 once it is there, or non-zero. */
+typedef int (*launch_pull_fn)(void *userdata, const char *name);
+
+/* Finds the image a user named (store_image_find: a cached name in any spelling, else an ID
+ * prefix), pulling it first as the policy says: with "missing" only when it is not cached, with
+ * "always" by its name every time, with "never" not at all. Returns 0 and *ret, or -ENOENT
+ * ("image 'x' is not in the cache; capsule pull x", "cannot run 'x': the pull failed"), -EINVAL
+ * (not an image reference, an ambiguous ID), with a message. */
+int launch_resolve_image(struct store *st, const char *arg, enum launch_pull_policy policy,
+                         launch_pull_fn pull, void *userdata, struct image_record *ret,
+                         struct errmsg *e);
+
 /* Exit codes of a container that could not start, as Docker uses them. */
 #define LAUNCH_EXIT_FAILED         125
 #define LAUNCH_EXIT_NOT_EXECUTABLE 126
