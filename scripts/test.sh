@@ -241,12 +241,20 @@ fuzz_smoke() {
         for d in "$src/$name.dict" "$src/fuzz/$name.dict"; do
             [ -f "$d" ] && dict=$d && break
         done
+        # The seeds are copied in: a target that drops root cannot read a checkout that only
+        # root may enter (CI's clone).
+        if [ -n "$seeds" ]; then
+            cp -r "$seeds"/. "$corpus"/ && chmod -R a+rwX "$corpus"
+        fi
+        if [ -n "$dict" ]; then
+            cp "$dict" "$corpus.dict" && chmod a+r "$corpus.dict" && dict=$corpus.dict
+        fi
         check "fuzz $name" timeout $((FUZZ_SECONDS + 120)) nice -n 10 "$exe" \
             -max_total_time="$FUZZ_SECONDS" \
             -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$dir/fuzz-artifacts/$name-" \
-            ${dict:+-dict="$dict"} "$corpus" ${seeds:+"$seeds"}
+            ${dict:+-dict="$dict"} "$corpus"
         echo "fuzz $name: ${FUZZ_SECONDS}s"
-        rm -rf "$corpus"
+        rm -rf "$corpus" "$corpus.dict"
     done <<<"$targets"
 }
 
