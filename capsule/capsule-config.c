@@ -1,4 +1,4 @@
-#include "capsule-config.h"
+#include "capsule/capsule-config.h"
 
 #include <errno.h>
 #include <pwd.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capsule-limits.h"
+#include "capsule/image/capsule-limits.h"
 #include "lib/config.h"
 #include "lib/macro.h"
 #include "lib/strv.h"

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "lib/errmsg.h"
-#include "runtime.h"
+#include "capsule/runtime/runtime.h"
 
 struct capsule_config {
     char *cache_dir;

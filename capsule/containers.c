@@ -1,4 +1,4 @@
-#include "containers.h"
+#include "capsule/containers.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "lib/rm-tree.h"
-#include "store.h"
+#include "capsule/store/store.h"
 #include "lib/strv.h"
 
 #define STATE_MAX (1u << 20)

@@ -1,4 +1,4 @@
-#include "launch.h"
+#include "capsule/launch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,16 +7,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capsule-limits.h"
-#include "gpu-inject.h"
+#include "capsule/image/capsule-limits.h"
+#include "capsule/gpu/gpu-inject.h"
 #include "lib/macro.h"
-#include "manifest.h"
-#include "ref.h"
+#include "capsule/image/manifest.h"
+#include "capsule/image/ref.h"
 #include "lib/names.h"
-#include "runtime.h"
-#include "spec.h"
+#include "capsule/runtime/runtime.h"
+#include "capsule/image/spec.h"
 #include "lib/strv.h"
-#include "tty.h"
+#include "capsule/runtime/tty.h"
 
 /* What one launch holds until the container exits. */
 struct launch_state {

@@ -9,10 +9,10 @@
 
 #include <sys/types.h>
 
-#include "capsule-config.h"
-#include "containers.h"
+#include "capsule/capsule-config.h"
+#include "capsule/containers.h"
 #include "lib/errmsg.h"
-#include "store.h"
+#include "capsule/store/store.h"
 
 struct launch_request {
     const struct container *c; /* name may be NULL: an anonymous run */

@@ -1,7 +1,7 @@
 /* capsule-pull: the part of capsule that talks to registries (libcurl) and unpacks layers
  * (libarchive). capsule execs it for `capsule pull` and runs it when `capsule run` needs an
  * image, so that capsule itself starts without loading those libraries (cli.h). */
-#include "cli.h"
+#include "capsule/cli/cli.h"
 #include "lib/macro.h"
 
 static const struct cli_command commands[] = {

@@ -1,7 +1,7 @@
 /* capsule: run Docker/OCI images with GPUs, unprivileged. This file is only the table of
  * subcommands; cli_main() does the rest. `pull` runs in capsule-pull (see cli.h for why). */
-#include "cli.h"
-#include "launch.h"
+#include "capsule/cli/cli.h"
+#include "capsule/launch.h"
 #include "lib/macro.h"
 
 static const struct cli_command commands[] = {

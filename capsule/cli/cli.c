@@ -1,4 +1,4 @@
-#include "cli.h"
+#include "capsule/cli/cli.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -9,8 +9,8 @@
 
 #include "lib/log.h"
 
-#include "registry.h"
-#include "store.h"
+#include "capsule/registry/registry.h"
+#include "capsule/store/store.h"
 
 int cli_fail(const char *fmt, ...)
 {

@@ -5,7 +5,7 @@
  * status (125 capsule failed, 126 command not executable, 127 command not found, as Docker). */
 #pragma once
 
-#include "capsule-config.h"
+#include "capsule/capsule-config.h"
 
 struct cli_ctx {
     struct capsule_config config; /* loaded before dispatch */

@@ -9,10 +9,10 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "gpu-inject.h"
-#include "runtime.h"
-#include "store.h"
+#include "capsule/cli/cli.h"
+#include "capsule/gpu/gpu-inject.h"
+#include "capsule/runtime/runtime.h"
+#include "capsule/store/store.h"
 
 struct check_ctx {
     unsigned failed;

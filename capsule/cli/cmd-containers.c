@@ -10,15 +10,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "capsule-limits.h"
-#include "cli.h"
+#include "capsule/image/capsule-limits.h"
+#include "capsule/cli/cli.h"
 #include "lib/fileio.h"
-#include "launch.h"
-#include "manifest.h"
-#include "runtime.h"
-#include "store.h"
+#include "capsule/launch.h"
+#include "capsule/image/manifest.h"
+#include "capsule/runtime/runtime.h"
+#include "capsule/store/store.h"
 #include "lib/strv.h"
-#include "tty.h"
+#include "capsule/runtime/tty.h"
 
 extern char **environ;
 

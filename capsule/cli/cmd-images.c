@@ -7,12 +7,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
-#include "containers.h"
-#include "digest.h"
-#include "progress.h"
-#include "ref.h"
-#include "store.h"
+#include "capsule/cli/cli.h"
+#include "capsule/containers.h"
+#include "capsule/image/digest.h"
+#include "capsule/registry/progress.h"
+#include "capsule/image/ref.h"
+#include "capsule/store/store.h"
 #include "lib/strv.h"
 
 static void records_free(struct image_record *recs, size_t n)

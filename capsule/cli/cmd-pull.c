@@ -6,12 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "digest.h"
-#include "progress.h"
-#include "pull.h"
-#include "ref.h"
-#include "store.h"
+#include "capsule/cli/cli.h"
+#include "capsule/image/digest.h"
+#include "capsule/registry/progress.h"
+#include "capsule/registry/pull.h"
+#include "capsule/image/ref.h"
+#include "capsule/store/store.h"
 
 /* Splits "OS/ARCH[/VARIANT]" in place. Returns 0 or -EINVAL. */
 static int parse_platform(char *s, const char **os, const char **arch, const char **variant)

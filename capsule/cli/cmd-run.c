@@ -11,11 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "capsule/cli/cli.h"
 #include "lib/fileio.h"
-#include "launch.h"
+#include "capsule/launch.h"
 #include "lib/log.h"
-#include "store.h"
+#include "capsule/store/store.h"
 #include "lib/strv.h"
 
 extern char **environ;

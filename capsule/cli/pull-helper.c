@@ -7,7 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "capsule/cli/cli.h"
 #include "lib/process.h"
 
 #ifndef CAPSULE_LIBEXECDIR

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth-challenge.h"
+#include "capsule/registry/auth-challenge.h"
 #include "lib/fuzz-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "creds.h"
+#include "capsule/image/creds.h"
 #include "lib/fuzz-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

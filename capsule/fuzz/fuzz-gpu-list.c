@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver-files.h"
+#include "capsule/gpu/driver-files.h"
 #include "lib/fuzz-check.h"
-#include "gpu-select.h"
+#include "capsule/gpu/gpu-select.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

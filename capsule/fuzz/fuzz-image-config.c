@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capsule-limits.h"
-#include "digest.h"
+#include "capsule/image/capsule-limits.h"
+#include "capsule/image/digest.h"
 #include "lib/fuzz-check.h"
-#include "manifest.h"
+#include "capsule/image/manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "driver-files.h"
+#include "capsule/gpu/driver-files.h"
 #include "lib/fuzz-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "driver-files.h"
+#include "capsule/gpu/driver-files.h"
 #include "lib/fuzz-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "digest.h"
+#include "capsule/image/digest.h"
 #include "lib/fuzz-check.h"
-#include "ref.h"
+#include "capsule/image/ref.h"
 
 static bool same(const char *a, const char *b)
 {

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "lib/fuzz-check.h"
-#include "require.h"
+#include "capsule/image/require.h"
 
 static int sign(int x)
 {

@@ -20,8 +20,8 @@
 
 #include "lib/fuzz-check.h"
 #include "lib/rm-tree.h"
-#include "store.h"
-#include "unpack.h"
+#include "capsule/store/store.h"
+#include "capsule/store/unpack.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

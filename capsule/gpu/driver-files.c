@@ -1,5 +1,5 @@
 /* Finding the NVIDIA driver's files under a driver root (see driver-files.h). */
-#include "driver-files.h"
+#include "capsule/gpu/driver-files.h"
 
 #include <dirent.h>
 #include <elf.h>

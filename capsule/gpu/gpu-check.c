@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "driver-files.h"
-#include "gpu-inject.h"
+#include "capsule/gpu/driver-files.h"
+#include "capsule/gpu/gpu-inject.h"
 #include "lib/gpu.h"
 #include "lib/macro.h"
 #include "lib/nvml.h"

@@ -1,7 +1,7 @@
 /* GPU injection: the plan of mounts, links and environment that gives a container its GPUs, and
  * the `capsule check` lines about the driver (see gpu-inject.h). Which GPUs: gpu-select.c; which
  * driver files: driver-files.c. */
-#include "gpu-inject.h"
+#include "capsule/gpu/gpu-inject.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,13 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "driver-files.h"
-#include "gpu-select.h"
+#include "capsule/gpu/driver-files.h"
+#include "capsule/gpu/gpu-select.h"
 #include "lib/gpu.h"
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "lib/nvml.h"
-#include "require.h"
+#include "capsule/image/require.h"
 #include "lib/strv.h"
 
 /* Where the image's libraries live, most specific first (Debian/Ubuntu, Red Hat, others). */

@@ -44,7 +44,7 @@
 #include <stddef.h>
 
 #include "lib/errmsg.h"
-#include "runtime.h"
+#include "capsule/runtime/runtime.h"
 
 struct gpu_inject_opts {
     const char *driver_root;   /* NULL = "/" */

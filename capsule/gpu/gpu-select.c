@@ -1,5 +1,5 @@
 /* Which GPUs a container gets (see gpu-select.h). */
-#include "gpu-select.h"
+#include "capsule/gpu/gpu-select.h"
 
 #include <errno.h>
 #include <stdio.h>

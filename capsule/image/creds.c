@@ -1,5 +1,5 @@
 /* Registry credentials from netrc-style files and Docker's config.json. */
-#include "creds.h"
+#include "capsule/image/creds.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "digest.h"
+#include "capsule/image/digest.h"
 
 static bool is_lower_hex(const char *s, size_t n)
 {

@@ -1,5 +1,5 @@
 /* Content digests with OpenSSL's EVP interface. */
-#include "digest.h"
+#include "capsule/image/digest.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Image manifests, indexes and configs (Docker schema 2, OCI), parsed with jansson. */
-#include "manifest.h"
+#include "capsule/image/manifest.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,8 +9,8 @@
 
 #include <jansson.h>
 
-#include "capsule-limits.h"
-#include "digest.h"
+#include "capsule/image/capsule-limits.h"
+#include "capsule/image/digest.h"
 #include "lib/macro.h"
 
 #define MEDIA_DOCKER_SCHEMA1        "application/vnd.docker.distribution.manifest.v1+json"

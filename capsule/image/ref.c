@@ -1,5 +1,5 @@
 /* Image references: Docker's syntax and enroot's docker://[USER@][REGISTRY#]IMAGE form. */
-#include "ref.h"
+#include "capsule/image/ref.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "digest.h"
+#include "capsule/image/digest.h"
 #include "lib/macro.h"
 
 /* Longer input is refused before any work: no real reference comes close. */

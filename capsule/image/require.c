@@ -1,5 +1,5 @@
 /* NVIDIA_REQUIRE_* constraints (nvidia-container-toolkit's syntax) against the host's driver. */
-#include "require.h"
+#include "capsule/image/require.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-#include "spec.h"
+#include "capsule/image/spec.h"
 
 #include <errno.h>
 #include <stdlib.h>

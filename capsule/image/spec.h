@@ -18,7 +18,7 @@
 #include <stdbool.h>
 
 #include "lib/errmsg.h"
-#include "manifest.h"
+#include "capsule/image/manifest.h"
 
 struct spec_flags {
     const char *entrypoint;   /* --entrypoint; NULL: the image's; "" : none */

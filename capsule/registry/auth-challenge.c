@@ -1,5 +1,5 @@
 /* WWW-Authenticate and token answers; see auth-challenge.h. */
-#include "auth-challenge.h"
+#include "capsule/registry/auth-challenge.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* Pull progress on a terminal or a log; see progress.h. */
-#include "progress.h"
+#include "capsule/registry/progress.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* capsule pull: manifest, config and layers into the store; see pull.h. */
-#include "pull.h"
+#include "capsule/registry/pull.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,13 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "capsule-limits.h"
-#include "digest.h"
+#include "capsule/image/capsule-limits.h"
+#include "capsule/image/digest.h"
 #include "lib/macro.h"
-#include "manifest.h"
-#include "progress.h"
+#include "capsule/image/manifest.h"
+#include "capsule/registry/progress.h"
 #include "lib/rm-tree.h"
-#include "unpack.h"
+#include "capsule/store/unpack.h"
 
 /* Layers fetched at once at the most (parallel_downloads). */
 #define PULL_PARALLEL_MAX 32u

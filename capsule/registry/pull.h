@@ -8,9 +8,9 @@
 #include <stdint.h>
 
 #include "lib/errmsg.h"
-#include "ref.h"
-#include "registry.h"
-#include "store.h"
+#include "capsule/image/ref.h"
+#include "capsule/registry/registry.h"
+#include "capsule/store/store.h"
 
 struct pull_opts {
     struct registry_opts registry;

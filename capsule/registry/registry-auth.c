@@ -7,10 +7,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "auth-challenge.h"
+#include "capsule/registry/auth-challenge.h"
 #include "lib/clock.h"
 #include "lib/macro.h"
-#include "registry-internal.h"
+#include "capsule/registry/registry-internal.h"
 
 #define TOKEN_ANSWER_MAX (1024u * 1024u)
 #define TOKEN_TIMEOUT_MS (60L * 1000L)

@@ -7,9 +7,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "creds.h"
+#include "capsule/image/creds.h"
 #include "lib/http-client.h"
-#include "registry.h"
+#include "capsule/registry/registry.h"
 #include "lib/strv.h"
 
 /* Bearer tokens kept per client: one per scope; a pull needs one scope, a few at most. */

@@ -1,6 +1,6 @@
 /* OCI distribution client: transport choice, auth, retries, manifests and blobs; see
  * registry.h. The credentials and token side lives in registry-auth.c. */
-#include "registry.h"
+#include "capsule/registry/registry.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,11 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capsule-limits.h"
+#include "capsule/image/capsule-limits.h"
 #include "lib/http-client.h"
 #include "lib/macro.h"
-#include "manifest.h"
-#include "registry-internal.h"
+#include "capsule/image/manifest.h"
+#include "capsule/registry/registry-internal.h"
 
 /* Small exchanges (ping, manifests, configs, tokens) must finish within this. */
 #define REG_SMALL_TIMEOUT_MS (300L * 1000L)

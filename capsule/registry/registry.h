@@ -20,10 +20,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "digest.h"
+#include "capsule/image/digest.h"
 #include "lib/errmsg.h"
 #include "lib/macro.h"
-#include "ref.h"
+#include "capsule/image/ref.h"
 
 struct registry_opts {
     char *const *insecure;  /* "host[:port]" allowed over HTTP; NULL-terminated or NULL */

@@ -1,4 +1,4 @@
-#include "id-filter.h"
+#include "capsule/runtime/id-filter.h"
 
 #include <errno.h>
 #include <seccomp.h>

@@ -11,12 +11,12 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "id-filter.h"
-#include "init.h"
+#include "capsule/runtime/id-filter.h"
+#include "capsule/runtime/init.h"
 #include "lib/macro.h"
-#include "rootfs.h"
+#include "capsule/runtime/rootfs.h"
 #include "lib/strv.h"
-#include "tty.h"
+#include "capsule/runtime/tty.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "lib/macro.h"
-#include "mounts.h"
+#include "capsule/runtime/mounts.h"
 
 /* The ancestors of path (itself first, "/" last) as (dev, ino, length of the prefix). */
 struct ancestor {

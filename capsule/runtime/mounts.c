@@ -20,7 +20,7 @@
 
 #include "lib/fileio.h"
 #include "lib/macro.h"
-#include "mounts.h"
+#include "capsule/runtime/mounts.h"
 
 #define MAX_LINK_HOPS 16
 #define MAX_DB_SIZE   (16u << 20)

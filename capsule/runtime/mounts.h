@@ -10,7 +10,7 @@
 #include <sys/types.h>
 
 #include "lib/errmsg.h"
-#include "runtime.h"
+#include "capsule/runtime/runtime.h"
 
 /* "/proc/self/fd/N", the path through which mount(2) reaches what an fd refers to. */
 struct mounts_fd_buf {

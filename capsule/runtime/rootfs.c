@@ -12,10 +12,10 @@
 #include <unistd.h>
 
 #include "lib/macro.h"
-#include "mounts.h"
+#include "capsule/runtime/mounts.h"
 #include "lib/rm-tree.h"
-#include "rootfs.h"
-#include "unpack.h"
+#include "capsule/runtime/rootfs.h"
+#include "capsule/store/unpack.h"
 
 bool rootfs_force_legacy_overlay;
 

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 
 #include "lib/errmsg.h"
-#include "runtime.h"
+#include "capsule/runtime/runtime.h"
 
 /* Tests set this to exercise the mount(2) option-string path on kernels that have
  * "lowerdir+". */

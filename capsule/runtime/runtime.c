@@ -24,16 +24,16 @@
 #include <unistd.h>
 
 #include "lib/cgroup.h"
-#include "init.h"
+#include "capsule/runtime/init.h"
 #include "lib/log.h"
 #include "lib/macro.h"
-#include "mounts.h"
+#include "capsule/runtime/mounts.h"
 #include "lib/names.h"
 #include "lib/rm-tree.h"
-#include "rootfs.h"
-#include "runtime.h"
+#include "capsule/runtime/rootfs.h"
+#include "capsule/runtime/runtime.h"
 #include "lib/strv.h"
-#include "tty.h"
+#include "capsule/runtime/tty.h"
 
 /* Everything the child needs, computed before the clone (the child gets a copy). */
 struct run_ctx {

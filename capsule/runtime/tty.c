@@ -1,4 +1,4 @@
-#include "tty.h"
+#include "capsule/runtime/tty.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "digest.h"
-#include "store-private.h"
-#include "store.h"
+#include "capsule/image/digest.h"
+#include "capsule/store/store-private.h"
+#include "capsule/store/store.h"
 
 int store_blob_read_verified(const struct store *s, const char *digest, size_t max, char **ret_data,
                              size_t *ret_len, struct errmsg *e)

@@ -14,10 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "digest.h"
+#include "capsule/image/digest.h"
 #include "lib/log.h"
 #include "lib/rm-tree.h"
-#include "store-private.h"
+#include "capsule/store/store-private.h"
 
 struct gc {
     struct store *s;

@@ -12,11 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "digest.h"
+#include "capsule/image/digest.h"
 #include "lib/log.h"
-#include "ref.h"
+#include "capsule/image/ref.h"
 #include "lib/strv.h"
-#include "store-private.h"
+#include "capsule/store/store-private.h"
 
 #define RECORD_SCHEMA 1
 /* Even 1024 layers fit many times over; anything bigger is not ours. */

@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "lib/errmsg.h"
-#include "store.h"
+#include "capsule/store/store.h"
 
 struct store {
     char *root;  /* realpath'd */

@@ -13,7 +13,7 @@
 
 #include "lib/log.h"
 #include "lib/rm-tree.h"
-#include "store-private.h"
+#include "capsule/store/store-private.h"
 
 int store_scratch_new(struct store *s, char **ret_dir, int *ret_lock_fd, struct errmsg *e)
 {

@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "digest.h"
+#include "capsule/image/digest.h"
 #include "lib/fileio.h"
 #include "lib/rm-tree.h"
-#include "store-private.h"
+#include "capsule/store/store-private.h"
 
 static const char *const store_dirs[] = {
     "blobs",         "blobs/sha256", "blobs/sha512", "layers", "layers/sha256",

@@ -22,8 +22,8 @@
 
 #include "lib/macro.h"
 #include "lib/rm-tree.h"
-#include "store.h"
-#include "unpack.h"
+#include "capsule/store/store.h"
+#include "capsule/store/unpack.h"
 
 /* Each level holds two fds (the layer's directory and the target's). */
 #define MERGE_MAX_DEPTH 256

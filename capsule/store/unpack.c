@@ -29,8 +29,8 @@
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "lib/rm-tree.h"
-#include "store.h"
-#include "unpack.h"
+#include "capsule/store/store.h"
+#include "capsule/store/unpack.h"
 
 #define WH           ".wh."
 #define WH_OPAQUE    ".wh..wh..opq"

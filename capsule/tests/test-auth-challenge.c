@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "auth-challenge.h"
+#include "capsule/registry/auth-challenge.h"
 
 static void parse_ok(const char *h, struct auth_challenges *c)
 {

@@ -13,7 +13,7 @@
 
 #include "test-skip.h"
 
-#include "capsule-config.h"
+#include "capsule/capsule-config.h"
 #include "lib/strv.h"
 
 static char dir[] = "/tmp/capsule-config-test-XXXXXX";

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "containers.h"
+#include "capsule/containers.h"
 #include "lib/macro.h"
 #include "lib/strv.h"
 

@@ -1,4 +1,4 @@
-/* Tests for capsule/creds.c: netrc-style files, Docker's config.json, lookup order. */
+/* Tests for capsule/image/creds.c: netrc-style files, Docker's config.json, lookup order. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "creds.h"
+#include "capsule/image/creds.h"
 #include "lib/macro.h"
 
 static const char enroot_file[] = "# enroot credentials\n"

@@ -1,4 +1,4 @@
-/* Tests for capsule/digest.c: digest syntax, streaming verification, known answers. */
+/* Tests for capsule/image/digest.c: digest syntax, streaming verification, known answers. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "digest.h"
+#include "capsule/image/digest.h"
 
 /* sha256("") and sha256("abc"), sha512("abc") from FIPS 180-2. */
 #define SHA256_EMPTY "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "driver-files.h"
+#include "capsule/gpu/driver-files.h"
 #include "lib/strv.h"
 #include "tests/driver-tree/driver-tree.h"
 

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "gpu-inject.h"
+#include "capsule/gpu/gpu-inject.h"
 #include "tests/driver-tree/driver-tree.h"
 
 #define GPU0   "GPU-3f2a9c10-7d4e-4b1a-9c8e-0a1b2c3d4e5f"

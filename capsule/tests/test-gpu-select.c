@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "gpu-select.h"
+#include "capsule/gpu/gpu-select.h"
 #include "lib/strv.h"
 
 static struct gpu_mig migs[2] = {

@@ -12,10 +12,10 @@
 
 #include <cmocka.h>
 
-#include "digest.h"
-#include "launch.h"
+#include "capsule/image/digest.h"
+#include "capsule/launch.h"
 #include "lib/rm-tree.h"
-#include "store.h"
+#include "capsule/store/store.h"
 
 #define CONFIG "sha256:feed000000000000000000000000000000000000000000000000000000000000"
 

@@ -1,4 +1,4 @@
-/* Tests for capsule/manifest.c: manifests, indexes, platform selection and image configs. */
+/* Tests for capsule/image/manifest.c: manifests, indexes, platform selection and image configs. */
 #include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
@@ -10,11 +10,11 @@
 
 #include <cmocka.h>
 
-#include "capsule-limits.h"
+#include "capsule/image/capsule-limits.h"
 #include "test-skip.h"
 
-#include "digest.h"
-#include "manifest.h"
+#include "capsule/image/digest.h"
+#include "capsule/image/manifest.h"
 
 #define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 #define D2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"

@@ -22,12 +22,12 @@
 
 #include <cmocka.h>
 
-#include "digest.h"
+#include "capsule/image/digest.h"
 #include "lib/http-server.h"
-#include "manifest.h"
-#include "pull.h"
-#include "registry.h"
-#include "store.h"
+#include "capsule/image/manifest.h"
+#include "capsule/registry/pull.h"
+#include "capsule/registry/registry.h"
+#include "capsule/store/store.h"
 
 #define REPO "team/app"
 

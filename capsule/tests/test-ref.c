@@ -1,4 +1,4 @@
-/* Tests for capsule/ref.c: image references as users type them, canonical names. */
+/* Tests for capsule/image/ref.c: image references as users type them, canonical names. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "lib/macro.h"
-#include "ref.h"
+#include "capsule/image/ref.h"
 
 #define D64  "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define D128 D64 D64

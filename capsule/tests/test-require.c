@@ -1,4 +1,4 @@
-/* Tests for capsule/require.c: NVIDIA_REQUIRE_* grammar, version order, the driver table and
+/* Tests for capsule/image/require.c: NVIDIA_REQUIRE_* grammar, version order, the driver table and
  * the messages users see when their driver is too old. */
 #include <errno.h>
 #include <setjmp.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "require.h"
+#include "capsule/image/require.h"
 
 /* A real CUDA 11.0 image's value: the plain requirement, then Tesla forward-compatibility. */
 #define CUDA11 "cuda>=11.0 brand=tesla,driver>=418,driver<419 brand=tesla,driver>=440,driver<441"

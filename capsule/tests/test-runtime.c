@@ -25,8 +25,8 @@
 #include "test-skip.h"
 
 #include "lib/macro.h"
-#include "rootfs.h"
-#include "runtime.h"
+#include "capsule/runtime/rootfs.h"
+#include "capsule/runtime/runtime.h"
 
 #define N_DEEP 45
 

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "spec.h"
+#include "capsule/image/spec.h"
 #include "lib/strv.h"
 
 static char *entry_python[] = {"/usr/bin/python3", "-u", NULL};

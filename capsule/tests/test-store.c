@@ -1,5 +1,5 @@
-/* Tests for capsule/store*.c: the cache's layout, blobs, resumable downloads, layers and their
- * locks (with real concurrent processes), image records and gc. */
+/* Tests for capsule/store/store*.c: the cache's layout, blobs, resumable downloads, layers and
+ * their locks (with real concurrent processes), image records and gc. */
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
@@ -28,10 +28,10 @@
 #include "lib/rm-tree.h"
 #include "test-skip.h"
 
-#include "digest.h"
-#include "store.h"
+#include "capsule/image/digest.h"
+#include "capsule/store/store.h"
 #include "lib/strv.h"
-#include "unpack.h"
+#include "capsule/store/unpack.h"
 
 #define NOBODY 65534
 

@@ -1,6 +1,6 @@
-/* Tests for capsule/unpack.c and unpack-merge.c: layers built in memory with libarchive's writer,
- * unpacked into a temp dir. Hostile layers must fail and leave nothing outside dest; the merge
- * fallback must show what an overlay mount of the same layers shows. */
+/* Tests for capsule/store/unpack.c and unpack-merge.c: layers built in memory with libarchive's
+ * writer, unpacked into a temp dir. Hostile layers must fail and leave nothing outside dest; the
+ * merge fallback must show what an overlay mount of the same layers shows. */
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
@@ -28,8 +28,8 @@
 #include "lib/rm-tree.h"
 #include "test-skip.h"
 
-#include "store.h"
-#include "unpack.h"
+#include "capsule/store/store.h"
+#include "capsule/store/unpack.h"
 
 #define T_MTIME  1500000000
 #define NOBODY   65534
