@@ -10,7 +10,7 @@
 #include "capsule/cli/cli.h"
 #include "capsule/containers.h"
 #include "capsule/image/digest.h"
-#include "capsule/registry/progress.h"
+#include "lib/units.h"
 #include "capsule/image/ref.h"
 #include "capsule/store/store.h"
 #include "lib/strv.h"
@@ -84,7 +84,7 @@ static void print_table(const struct image_record *recs, size_t n, bool digests)
         if (digests)
             printf("%-71s  ", r->manifest_digest);
         printf("%-12.12s  %6zu  %9s  %s\n", digest_hex(r->config_digest), r->n_layers,
-               progress_format_bytes(r->size, size), age);
+               units_format_bytes(r->size, size), age);
     }
 }
 
@@ -270,7 +270,7 @@ int cmd_gc(int argc, char **argv, struct cli_ctx *ctx)
     printf("removed %u layer%s, %u blob%s, %u temporary entr%s; freed %s\n", st.layers_removed,
            st.layers_removed == 1 ? "" : "s", st.blobs_removed, st.blobs_removed == 1 ? "" : "s",
            st.tmp_removed, st.tmp_removed == 1 ? "y" : "ies",
-           progress_format_bytes((int64_t)st.bytes_freed, freed));
+           units_format_bytes((int64_t)st.bytes_freed, freed));
     if (st.layers_busy)
         printf("kept %u layer%s in use by running containers\n", st.layers_busy,
                st.layers_busy == 1 ? "" : "s");

@@ -8,7 +8,8 @@
 
 #include "capsule/cli/cli.h"
 #include "capsule/image/digest.h"
-#include "capsule/registry/progress.h"
+#include "capsule/cli/progress.h"
+#include "lib/units.h"
 #include "capsule/registry/pull.h"
 #include "capsule/image/ref.h"
 #include "capsule/store/store.h"
@@ -54,7 +55,7 @@ int cmd_pull(int argc, char **argv, struct cli_ctx *ctx)
         {0},
     };
     const struct cli_command *cmd = cli_command_find("pull");
-    struct pull_opts o = {.progress_fd = STDERR_FILENO};
+    struct pull_opts o = {0};
     bool quiet = ctx->quiet;
     _cleanup_free_ char *platform = NULL;
     int c;
@@ -82,8 +83,14 @@ int cmd_pull(int argc, char **argv, struct cli_ctx *ctx)
     }
     if (optind + 1 != argc)
         return cli_usage(cmd, optind >= argc ? "no image given" : "give one image");
-    if (quiet)
-        o.progress_fd = -1;
+    _cleanup_(progress_freep) struct progress *display = NULL;
+    struct pull_events events;
+    if (!quiet) {
+        if (progress_new(STDERR_FILENO, &display) < 0)
+            return cli_fail("out of memory");
+        events = progress_events(display);
+        o.events = &events;
+    }
     cli_registry_opts(ctx, &o.registry);
     o.parallel = ctx->config.parallel_downloads;
     o.max_layer_size = ctx->config.max_layer_size;
@@ -113,7 +120,7 @@ int cmd_pull(int argc, char **argv, struct cli_ctx *ctx)
     else {
         char size[16];
         printf("%s: id %.12s, %zu layer%s, %s\n", rec.name, digest_hex(rec.config_digest),
-               rec.n_layers, rec.n_layers == 1 ? "" : "s", progress_format_bytes(rec.size, size));
+               rec.n_layers, rec.n_layers == 1 ? "" : "s", units_format_bytes(rec.size, size));
     }
     image_record_done(&rec);
     return 0;

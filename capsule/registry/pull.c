@@ -16,8 +16,8 @@
 #include "capsule/image/digest.h"
 #include "lib/macro.h"
 #include "capsule/image/manifest.h"
-#include "capsule/registry/progress.h"
 #include "lib/rm-tree.h"
+#include "lib/units.h"
 #include "capsule/store/unpack.h"
 
 /* Layers fetched at once at the most (parallel_downloads). */
@@ -155,7 +155,7 @@ struct pull_ctx {
     struct registry *reg;
     const struct manifest *m;
     const struct pull_opts *o;
-    struct progress *prog;
+    const struct pull_events *ev; /* never NULL: a quiet pull has an empty one */
     atomic_size_t next;
     pthread_mutex_t lock;
     int error; /* the first failure; later ones are its consequences */
@@ -170,7 +170,14 @@ struct layer_progress {
 static void on_progress(void *userdata, int64_t done, int64_t total)
 {
     struct layer_progress *lp = userdata;
-    progress_update(lp->c->prog, lp->i, done, total);
+    if (lp->c->ev->layer_bytes)
+        lp->c->ev->layer_bytes(lp->c->ev->userdata, lp->i, done, total);
+}
+
+static void tell_state(const struct pull_ctx *c, size_t i, enum pull_layer_state state)
+{
+    if (c->ev->layer_state)
+        c->ev->layer_state(c->ev->userdata, i, state);
 }
 
 /* Unpacks the verified blob into a fresh directory and moves it into layers/. The caller holds
@@ -209,10 +216,10 @@ static int layer_pull(struct pull_ctx *c, size_t i, struct errmsg *e)
     if (r < 0)
         return r;
     if (store_has_layer(c->s, d->digest)) {
-        progress_set_state(c->prog, i, PROGRESS_EXISTS);
+        tell_state(c, i, PULL_LAYER_EXISTS);
         return 0;
     }
-    progress_set_state(c->prog, i, PROGRESS_DOWNLOADING);
+    tell_state(c, i, PULL_LAYER_DOWNLOADING);
     struct store_download dl = {.fd = -1, .lock_fd = -1};
     r = store_download_begin(c->s, d->digest, &dl, e);
     if (r < 0)
@@ -229,11 +236,11 @@ static int layer_pull(struct pull_ctx *c, size_t i, struct errmsg *e)
         if (r < 0)
             return r;
     }
-    progress_set_state(c->prog, i, PROGRESS_UNPACKING);
+    tell_state(c, i, PULL_LAYER_UNPACKING);
     r = layer_unpack(c, d->digest, e);
     if (r < 0)
         return r;
-    progress_set_state(c->prog, i, PROGRESS_DONE);
+    tell_state(c, i, PULL_LAYER_DONE);
     return 0;
 }
 
@@ -253,7 +260,7 @@ static void *layer_worker(void *userdata)
         int r = layer_pull(c, i, &e);
         if (r >= 0)
             continue;
-        progress_set_state(c->prog, i, PROGRESS_FAILED);
+        tell_state(c, i, PULL_LAYER_FAILED);
         pthread_mutex_lock(&c->lock);
         if (c->error == 0) {
             c->error = r;
@@ -305,8 +312,8 @@ static int check_layer_sizes(struct store *s, const struct manifest *m, const st
             return errmsg_set(e, -EFBIG,
                               "layer %zu of %zu (%s) declares %s, more than max_layer_size (%s) "
                               "in capsule.conf allows",
-                              i + 1, m->n_layers, d->digest, progress_format_binary(d->size, a),
-                              progress_format_binary((int64_t)o->max_layer_size, b));
+                              i + 1, m->n_layers, d->digest, units_format_binary(d->size, a),
+                              units_format_binary((int64_t)o->max_layer_size, b));
         if (!store_has_layer(s, d->digest))
             need += (uint64_t)d->size;
     }
@@ -317,8 +324,8 @@ static int check_layer_sizes(struct store *s, const struct manifest *m, const st
     if (need > avail)
         return errmsg_set(e, -ENOSPC,
                           "%s: the layers to fetch declare %s and the cache has %s free",
-                          strerror(ENOSPC), progress_format_bytes((int64_t)need, a),
-                          progress_format_bytes((int64_t)avail, b));
+                          strerror(ENOSPC), units_format_bytes((int64_t)need, a),
+                          units_format_bytes((int64_t)avail, b));
     return 0;
 }
 
@@ -343,27 +350,36 @@ static int record_fill(const char *name, const struct registry_manifest *raw,
 static int pull_layers(struct store *s, struct registry *reg, const struct manifest *m,
                        const struct pull_opts *o, struct errmsg *e)
 {
-    struct pull_ctx c = {.s = s, .reg = reg, .m = m, .o = o};
-    int r = 0;
-    if (o->progress_fd >= 0 && m->n_layers > 0 &&
-        progress_new(o->progress_fd, m->n_layers, &c.prog) < 0)
-        return errmsg_set(e, -ENOMEM, "out of memory");
-    for (size_t i = 0; i < m->n_layers; i++) {
-        char label[13];
-        snprintf(label, sizeof(label), "%s", digest_hex(m->layers[i].digest));
-        progress_set_label(c.prog, i, label, m->layers[i].size);
+    static const struct pull_events quiet = {0};
+    struct pull_ctx c = {.s = s, .reg = reg, .m = m, .o = o, .ev = o->events ? o->events : &quiet};
+    if (c.ev->layers && m->n_layers > 0) {
+        char(*ids)[13] = calloc(m->n_layers, sizeof(*ids));
+        const char **idv = calloc(m->n_layers, sizeof(*idv));
+        int64_t *sizes = calloc(m->n_layers, sizeof(*sizes));
+        bool ok = ids && idv && sizes;
+        for (size_t i = 0; ok && i < m->n_layers; i++) {
+            snprintf(ids[i], sizeof(ids[i]), "%s", digest_hex(m->layers[i].digest));
+            idv[i] = ids[i];
+            sizes[i] = m->layers[i].size;
+        }
+        if (ok)
+            c.ev->layers(c.ev->userdata, m->n_layers, idv, sizes);
+        free(ids);
+        free(idv);
+        free(sizes);
+        if (!ok)
+            return errmsg_set(e, -ENOMEM, "out of memory");
     }
     pthread_mutex_init(&c.lock, NULL);
-    r = fetch_layers(&c, e);
+    int r = fetch_layers(&c, e);
     pthread_mutex_destroy(&c.lock);
-    progress_free(c.prog);
     return r;
 }
 
 int pull_image(struct store *s, const struct image_ref *ref, const struct pull_opts *o,
                struct image_record *ret, struct errmsg *e)
 {
-    static const struct pull_opts defaults = {.progress_fd = -1};
+    static const struct pull_opts defaults = {0};
     if (!o)
         o = &defaults;
     _cleanup_free_ char *name = NULL;

@@ -12,15 +12,37 @@
 #include "capsule/registry/registry.h"
 #include "capsule/store/store.h"
 
+/* Where a layer's pull is. */
+enum pull_layer_state {
+    PULL_LAYER_WAITING,
+    PULL_LAYER_DOWNLOADING,
+    PULL_LAYER_UNPACKING,
+    PULL_LAYER_DONE,   /* fetched and unpacked now */
+    PULL_LAYER_EXISTS, /* was in the cache already */
+    PULL_LAYER_FAILED,
+};
+
+/* What a pull tells as it goes, for a display of the caller's (capsule's terminal lines, a
+ * Slurm job's log, gpuqd's job state). Every member may be NULL. layers comes once, before any
+ * other, from the pulling thread; layer_bytes and layer_state come from the download threads,
+ * several at once: they must be thread-safe and quick. */
+struct pull_events {
+    /* n layers, bottom first: their ids as shown (the first 12 hex digits of the digest) and
+     * their sizes as the manifest declares them. */
+    void (*layers)(void *userdata, size_t n, const char *const *ids, const int64_t *sizes);
+    void (*layer_bytes)(void *userdata, size_t i, int64_t done, int64_t total);
+    void (*layer_state)(void *userdata, size_t i, enum pull_layer_state state);
+    void *userdata;
+};
+
 struct pull_opts {
     struct registry_opts registry;
     unsigned parallel;        /* layers fetched at once; 0 = 4 */
     const char *os;           /* NULL = "linux" */
     const char *architecture; /* NULL = this machine's, in GOARCH terms ("amd64", "arm64") */
     const char *variant;      /* NULL = any */
-    /* Progress display: -1 = none; else an fd (a terminal: one redrawn line per layer; not a
-     * terminal: one line per finished layer). */
-    int progress_fd;
+    /* Who hears how the pull goes; NULL: nobody. */
+    const struct pull_events *events;
     bool keep_blobs; /* keep layer blobs after unpacking (default: drop them) */
     /* The largest layer to take, as the manifest declares it (bytes; 0 = no limit). A download
      * never grows past the declared size, so this bounds what a registry can make us write. */

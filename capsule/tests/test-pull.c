@@ -895,18 +895,66 @@ static void assert_layer_file(struct store *s, const char *digest, const char *p
     assert_string_equal(buf, content);
 }
 
+/* What a pull's events told, for a display of the caller's. */
+struct told {
+    pthread_mutex_t lock;
+    size_t layers_calls, n;
+    char ids[8][13];
+    int64_t bytes[8];
+    enum pull_layer_state state[8];
+};
+
+static void told_layers(void *userdata, size_t n, const char *const *ids, const int64_t *sizes)
+{
+    struct told *t = userdata;
+    t->layers_calls++;
+    t->n = n;
+    for (size_t i = 0; i < n && i < 8; i++)
+        snprintf(t->ids[i], sizeof(t->ids[i]), "%s", ids[i]);
+    assert_true(sizes[0] > 0);
+}
+
+static void told_bytes(void *userdata, size_t i, int64_t done, int64_t total)
+{
+    struct told *t = userdata;
+    pthread_mutex_lock(&t->lock);
+    assert_true(i < t->n && done <= total);
+    t->bytes[i] = done;
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void told_state(void *userdata, size_t i, enum pull_layer_state state)
+{
+    struct told *t = userdata;
+    pthread_mutex_lock(&t->lock);
+    assert_true(i < t->n);
+    t->state[i] = state;
+    pthread_mutex_unlock(&t->lock);
+}
+
 static void test_pull_image(void **state)
 {
     struct tctx *t = *state;
     char md[DIGEST_STRING_MAX], ld[5][DIGEST_STRING_MAX];
     fake_image(t->f, "v1", pull_host_architecture(), 5, md, ld);
     _cleanup_(store_freep) struct store *s = open_store(t);
-    struct pull_opts o = {.registry = t->o, .parallel = 3, .progress_fd = -1};
+    struct told told = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    struct pull_events ev = {told_layers, told_bytes, told_state, &told};
+    struct pull_opts o = {.registry = t->o, .parallel = 3, .events = &ev};
     struct image_record rec = {0};
     struct errmsg e = {{0}};
     int k = pull_image(s, &t->ref, &o, &rec, &e);
     if (k < 0)
         fail_msg("pull: %d %s", k, e.text);
+    /* The caller heard of the five layers once, by their short ids, and of each one's bytes
+     * and its end. */
+    assert_int_equal(told.layers_calls, 1);
+    assert_int_equal(told.n, 5);
+    for (int i = 0; i < 5; i++) {
+        assert_memory_equal(told.ids[i], ld[i] + strlen("sha256:"), 12);
+        assert_true(told.bytes[i] > 0);
+        assert_int_equal(told.state[i], PULL_LAYER_DONE);
+    }
     assert_string_equal(rec.manifest_digest, md);
     assert_int_equal(rec.n_layers, 5);
     char want[64];
@@ -926,10 +974,13 @@ static void test_pull_image(void **state)
     image_record_done(&loaded);
     image_record_done(&rec);
 
-    /* A second pull fetches no layer again. */
+    /* A second pull fetches no layer again, and says so. */
     unsigned before = t->f->blob_requests;
     assert_int_equal(pull_image(s, &t->ref, &o, NULL, &e), 0);
     assert_int_equal(t->f->blob_requests, before);
+    assert_int_equal(told.layers_calls, 2);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(told.state[i], PULL_LAYER_EXISTS);
 }
 
 static void test_pull_index_picks_platform(void **state)
@@ -950,7 +1001,7 @@ static void test_pull_index_picks_platform(void **state)
              arm, arm_len, amd, amd_len);
     fake_manifest(t->f, "v1", idx, MEDIA_OCI_INDEX, NULL);
     _cleanup_(store_freep) struct store *s = open_store(t);
-    struct pull_opts o = {.registry = t->o, .progress_fd = -1, .architecture = "amd64"};
+    struct pull_opts o = {.registry = t->o, .architecture = "amd64"};
     struct image_record rec = {0};
     struct errmsg e = {{0}};
     assert_int_equal(pull_image(s, &t->ref, &o, &rec, &e), 0);
@@ -983,7 +1034,7 @@ static void test_pull_tampered_layer_leaves_nothing(void **state)
     struct fake_object *o = (struct fake_object *)find(t->f->blobs, t->f->n_blobs, ld[1]);
     o->data[o->len / 2] ^= 0x01;
     _cleanup_(store_freep) struct store *s = open_store(t);
-    struct pull_opts o2 = {.registry = t->o, .parallel = 1, .progress_fd = -1};
+    struct pull_opts o2 = {.registry = t->o, .parallel = 1};
     struct errmsg e = {{0}};
     assert_int_equal(pull_image(s, &t->ref, &o2, NULL, &e), -EBADMSG);
     assert_non_null(strstr(e.text, ld[1]));

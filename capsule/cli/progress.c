@@ -1,5 +1,5 @@
 /* Pull progress on a terminal or a log; see progress.h. */
-#include "capsule/registry/progress.h"
+#include "capsule/cli/progress.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
+#include "lib/fileio.h"
+#include "lib/units.h"
 
 #define PROGRESS_LABEL_MAX 32
 #define PROGRESS_REDRAW_MS 100
@@ -19,7 +21,7 @@
 struct progress_item {
     char label[PROGRESS_LABEL_MAX];
     int64_t done, total;
-    enum progress_state state;
+    enum pull_layer_state state;
 };
 
 struct progress {
@@ -33,85 +35,43 @@ struct progress {
 };
 
 static const char *const state_names[] = {
-    [PROGRESS_WAITING] = "waiting",        [PROGRESS_DOWNLOADING] = "downloading",
-    [PROGRESS_UNPACKING] = "unpacking",    [PROGRESS_DONE] = "done",
-    [PROGRESS_EXISTS] = "already present", [PROGRESS_FAILED] = "failed",
+    [PULL_LAYER_WAITING] = "waiting",        [PULL_LAYER_DOWNLOADING] = "downloading",
+    [PULL_LAYER_UNPACKING] = "unpacking",    [PULL_LAYER_DONE] = "done",
+    [PULL_LAYER_EXISTS] = "already present", [PULL_LAYER_FAILED] = "failed",
 };
 
-static char *format_size(int64_t bytes, int base, const char *const units[6], char buf[16])
-{
-    if (bytes < base) {
-        snprintf(buf, 16, "%lld B", (long long)(bytes < 0 ? 0 : bytes));
-        return buf;
-    }
-    double v = (double)bytes;
-    size_t u = 0;
-    while (v >= base && u + 1 < 6) {
-        v /= base;
-        u++;
-    }
-    snprintf(buf, 16, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
-    return buf;
-}
-
-char *progress_format_bytes(int64_t bytes, char buf[static 16])
-{
-    static const char *const units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-    return format_size(bytes, 1000, units, buf);
-}
-
-char *progress_format_binary(int64_t bytes, char buf[static 16])
-{
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    return format_size(bytes, 1024, units, buf);
-}
-
-int progress_new(int fd, size_t n, struct progress **ret)
+int progress_new(int fd, struct progress **ret)
 {
     struct progress *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
-    p->items = calloc(n ? n : 1, sizeof(*p->items));
-    if (!p->items) {
-        free(p);
-        return -ENOMEM;
-    }
     p->fd = fd;
     p->tty = isatty(fd) == 1;
-    p->n = n;
     pthread_mutex_init(&p->lock, NULL);
     *ret = p;
     return 0;
 }
 
-/* Writes all of buf; a display is best effort, so errors are ignored. */
+/* A display is best effort: a write that fails is not retried nor reported. */
 static void write_all(int fd, const char *buf, size_t len)
 {
-    while (len > 0) {
-        ssize_t w = write(fd, buf, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return;
-        buf += w;
-        len -= (size_t)w;
-    }
+    (void)fd_write_all(fd, buf, len);
 }
 
 static void item_line(const struct progress_item *it, char *out, size_t size)
 {
     char d[16], t[16];
     const char *name = state_names[it->state];
-    if (it->state == PROGRESS_DOWNLOADING && it->total > 0) {
+    if (it->state == PULL_LAYER_DOWNLOADING && it->total > 0) {
         int pct = (int)(it->done * 100 / it->total);
         char bar[21];
         memset(bar, ' ', 20);
         memset(bar, '=', (size_t)(pct / 5));
         bar[20] = '\0';
         snprintf(out, size, "%-12s  %s [%s] %s / %s", it->label, name, bar,
-                 progress_format_bytes(it->done, d), progress_format_bytes(it->total, t));
+                 units_format_bytes(it->done, d), units_format_bytes(it->total, t));
     } else
-        snprintf(out, size, "%-12s  %s  %s", it->label, name, progress_format_bytes(it->total, t));
+        snprintf(out, size, "%-12s  %s  %s", it->label, name, units_format_bytes(it->total, t));
 }
 
 /* Redraws every line in place; lock held. */
@@ -134,46 +94,64 @@ static void redraw_locked(struct progress *p)
     p->last_draw_ms = (int64_t)clock_now_msec();
 }
 
-void progress_set_label(struct progress *p, size_t i, const char *label, int64_t total)
+/* The pull's first event: the layers, each waiting. */
+static void on_layers(void *userdata, size_t n, const char *const *ids, const int64_t *sizes)
 {
-    if (!p || i >= p->n)
-        return;
+    struct progress *p = userdata;
+    struct progress_item *items = calloc(n, sizeof(*items));
+    if (!items)
+        return; /* no display, the pull goes on */
+    for (size_t i = 0; i < n; i++) {
+        snprintf(items[i].label, PROGRESS_LABEL_MAX, "%s", ids[i]);
+        items[i].total = sizes[i];
+    }
     pthread_mutex_lock(&p->lock);
-    snprintf(p->items[i].label, PROGRESS_LABEL_MAX, "%s", label);
-    p->items[i].total = total;
+    free(p->items);
+    p->items = items;
+    p->n = n;
     pthread_mutex_unlock(&p->lock);
 }
 
-void progress_update(struct progress *p, size_t i, int64_t done, int64_t total)
+static void on_bytes(void *userdata, size_t i, int64_t done, int64_t total)
 {
-    if (!p || i >= p->n)
-        return;
+    struct progress *p = userdata;
     pthread_mutex_lock(&p->lock);
-    p->items[i].done = done;
-    p->items[i].total = total;
-    if (p->tty && (int64_t)clock_now_msec() - p->last_draw_ms >= PROGRESS_REDRAW_MS)
-        redraw_locked(p);
+    if (i < p->n) {
+        p->items[i].done = done;
+        p->items[i].total = total;
+        if (p->tty && (int64_t)clock_now_msec() - p->last_draw_ms >= PROGRESS_REDRAW_MS)
+            redraw_locked(p);
+    }
     pthread_mutex_unlock(&p->lock);
 }
 
-void progress_set_state(struct progress *p, size_t i, enum progress_state state)
+static void on_state(void *userdata, size_t i, enum pull_layer_state state)
 {
-    if (!p || i >= p->n)
-        return;
+    struct progress *p = userdata;
     pthread_mutex_lock(&p->lock);
+    if (i >= p->n) {
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
     struct progress_item *it = &p->items[i];
     it->state = state;
-    if (state == PROGRESS_DONE)
+    if (state == PULL_LAYER_DONE)
         it->done = it->total;
     if (p->tty)
         redraw_locked(p);
-    else if (state == PROGRESS_DONE || state == PROGRESS_EXISTS || state == PROGRESS_FAILED) {
+    else if (state == PULL_LAYER_DONE || state == PULL_LAYER_EXISTS || state == PULL_LAYER_FAILED) {
         char line[160];
         item_line(it, line, sizeof(line) - 1);
         strcat(line, "\n");
         write_all(p->fd, line, strlen(line));
     }
     pthread_mutex_unlock(&p->lock);
+}
+
+struct pull_events progress_events(struct progress *p)
+{
+    return (struct pull_events){
+        .layers = on_layers, .layer_bytes = on_bytes, .layer_state = on_state, .userdata = p};
 }
 
 void progress_free(struct progress *p)
