@@ -172,9 +172,12 @@ static void run(struct sampler *s, const struct gpumon_config *cfg, int signal_f
         bool stale = unix_now() - snap->taken_at > fresh;
         snapshot_unref(snap);
         uint64_t now = clock_now_usec();
-        if (!stale)
+        /* Stale: no ping, and no hurry either (the watchdog is meant to run out). */
+        int timeout = -1;
+        if (!stale) {
             service_watchdog_ping(&wd, now);
-        int timeout = service_watchdog_timeout_ms(&wd, now);
+            timeout = service_watchdog_timeout_ms(&wd, now);
+        }
         struct pollfd p = {.fd = signal_fd, .events = POLLIN};
         if (poll(&p, 1, timeout < 0 || timeout > tick_ms ? tick_ms : timeout) <= 0)
             continue;

@@ -29,7 +29,9 @@ void service_watchdog_init(struct service_watchdog *w);
 /* Tells systemd the daemon is alive, once half the interval has passed since the last time. A
  * daemon calls it only while its work is healthy, so that a stuck one gets restarted. */
 void service_watchdog_ping(struct service_watchdog *w, uint64_t now_usec);
-/* How long the loop may sleep (ms) to ping in time; -1 without a watchdog. */
+/* How long the loop may sleep (ms) to ping in time; -1 without a watchdog. 0 once a ping is
+ * due: a loop that withholds pings on purpose (its work is stuck) must not bound its sleep by
+ * this, or it spins. */
 int service_watchdog_timeout_ms(const struct service_watchdog *w, uint64_t now_usec);
 
 /* READY=1 with a STATUS line, once the daemon serves; STOPPING=1 when it begins to stop. */

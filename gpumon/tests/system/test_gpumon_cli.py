@@ -197,3 +197,48 @@ def test_systemd_notifications_watchdog_and_sighup(gpumon, workdir):
         assert d.proc.wait(timeout=10) == 0, d.proc.tail()
     finally:
         sock.close()
+
+
+def test_stuck_driver_stops_the_watchdog_without_spinning(gpumon, workdir):
+    """A sampler stuck in the driver: gpumon stops pinging systemd's watchdog (so systemd
+    restarts it) and, meanwhile, waits rather than spins on the overdue ping."""
+    sock_path = str(workdir / "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(sock_path)
+    sock.settimeout(10)
+    try:
+        fx = gu.load_fixture("consumer-1gpu")
+        d = gpumon(fx, env={"NOTIFY_SOCKET": sock_path, "WATCHDOG_USEC": "600000"})
+        while "WATCHDOG=1" not in sock.recv(4096).decode():
+            pass
+        # Every sampling call now hangs 10 s: the snapshot goes stale within 3 intervals.
+        fx["gpus"][0]["delay_us"] = {"nvmlDeviceGetUtilizationRates": 10_000_000}
+        d.write_fixture(fx)
+        time.sleep(1.5)
+        sock.settimeout(0.2)
+        try:
+            while True:  # drain what came before the sampler got stuck
+                sock.recv(4096)
+        except socket.timeout:
+            pass
+
+        def cpu_ticks():
+            fields = open(f"/proc/{d.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])  # utime + stime
+
+        before = cpu_ticks()
+        pings = 0
+        sock.settimeout(2)
+        try:
+            while True:
+                pings += "WATCHDOG=1" in sock.recv(4096).decode()
+        except socket.timeout:
+            pass
+        used = cpu_ticks() - before
+        assert pings == 0, f"{pings} watchdog pings while the sampler was stuck"
+        # Two seconds of wall time; a spinning loop uses about as much CPU time (200 ticks).
+        assert used < 25, f"{used} ticks of CPU in 2 s while waiting"
+        del fx["gpus"][0]["delay_us"]
+        d.write_fixture(fx)
+    finally:
+        sock.close()
