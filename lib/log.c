@@ -92,10 +92,13 @@ static void log_vemit(enum log_level level, const char *file, int line, const ch
 
 void log_emit(enum log_level level, const char *file, int line, const char *fmt, ...)
 {
+    /* A caller may log between a failing call and its look at errno (%m included). */
+    int saved = errno;
     va_list ap;
     va_start(ap, fmt);
     log_vemit(level, file, line, fmt, ap, 0);
     va_end(ap);
+    errno = saved;
 }
 
 int log_emit_errno(enum log_level level, int r, const char *file, int line, const char *fmt, ...)

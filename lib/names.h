@@ -1,9 +1,10 @@
 /* The names that tie gpunode's components together, spelled once: what capsule and gpuq put on
  * a process and gpumon reads back to say whose GPU memory it is.
  *
- * A cgroup scope cannot be forged by the process inside it (it cannot leave its cgroup); an
- * environment variable can be set by any process, so gpumon trusts the scope first and the
- * variable only as a hint. */
+ * A container's processes cannot leave their scope, and no other user can move a process into
+ * or out of a user's cgroups; an environment variable can be set by any process. So gpumon
+ * trusts the scope first and the variable only as a hint (docs/capsule.md says what the label
+ * is worth). */
 #pragma once
 
 /* Environment variables of a container's and a job's processes. */

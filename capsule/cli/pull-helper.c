@@ -77,8 +77,8 @@ int cmd_pull_exec(int argc, char **argv, struct cli_ctx *ctx)
 }
 
 /* Runs the helper with `args` (NULL-terminated, after the global options) and waits; its stdout
- * goes to our stderr unless keep_stdout. Returns its exit status (127, printed, if it could not be
- * executed), or 1 (printed) if it could not be started at all. */
+ * goes to our stderr unless keep_stdout. Returns its exit status, 127 (printed) if it could not
+ * be started or executed, or 1 (printed) when its path is unknown or waiting for it failed. */
 static int run_helper(const struct cli_ctx *ctx, char *const *args, bool keep_stdout)
 {
     char path[PATH_MAX];

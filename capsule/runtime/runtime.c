@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -401,8 +402,10 @@ static int spawn(struct run_ctx *c, int *ret_exit, unsigned *ret_flags, struct e
 {
     const struct run_spec *s = c->spec;
     int alive[2], report[2];
-    if (pipe2(alive, O_CLOEXEC) < 0)
-        return errmsg_set(e, negative_errno(), "pipe: %m");
+    /* A socket pair, not a pipe: the go is sent with MSG_NOSIGNAL, so a child killed before it
+     * reads it costs an error, not capsule's life (SIGPIPE). */
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, alive) < 0)
+        return errmsg_set(e, negative_errno(), "socketpair: %m");
     _cleanup_close_ int alive_r = alive[0], alive_w = alive[1];
     if (pipe2(report, O_CLOEXEC) < 0)
         return errmsg_set(e, negative_errno(), "pipe: %m");
@@ -429,8 +432,8 @@ static int spawn(struct run_ctx *c, int *ret_exit, unsigned *ret_flags, struct e
     if (tty_w >= 0)
         close(TAKE_FD(tty_w));
     _cleanup_free_ char *scope = enter_scope(s, pid);
-    if (write(alive_w, "g", 1) != 1) {
-        r = errmsg_set(e, negative_errno(), "start the container: %m");
+    if (send(alive_w, "g", 1, MSG_NOSIGNAL) != 1) {
+        r = errmsg_set(e, negative_errno(), "start the container: its first process: %m");
         kill_and_reap(pid);
     } else
         r = supervise(pid, report_r, tty_r, s, ret_exit, ret_flags, e);
@@ -603,6 +606,24 @@ static int open_target(pid_t pid, struct exec_target *t, struct errmsg *e)
     return 0;
 }
 
+/* The cgroup.procs of the container's scope (lib/cgroup.h), when it has one: read through the
+ * process's /proc directory, and only if that is still the container's process (its mount
+ * namespace is the one open_target opened), so a reused pid cannot lead into another cgroup.
+ * Worked out before the fork, so that the child only opens and writes. NULL: none. */
+static char *target_scope(pid_t pid, const struct exec_target *t)
+{
+    char path[32];
+    snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+    _cleanup_close_ int dir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int mnt = dir < 0 ? -1 : openat(dir, "ns/mnt", O_RDONLY | O_CLOEXEC);
+    struct stat now, then;
+    char *procs = NULL;
+    if (mnt < 0 || fstat(mnt, &now) < 0 || fstat(t->mnt, &then) < 0 || now.st_ino != then.st_ino ||
+        now.st_dev != then.st_dev || cgroup_scope_procs_of(dir, &procs) < 0)
+        return NULL;
+    return procs;
+}
+
 static _Noreturn void exec_child(const struct exec_target *t, const struct init_command *cmd)
 {
     struct errmsg e = {{0}};
@@ -641,6 +662,7 @@ int runtime_exec(pid_t pid, const struct runtime_exec_spec *spec, int *ret_exit,
     int r = open_target(pid, &t, e);
     if (r < 0)
         return r;
+    _cleanup_free_ char *scope_procs = target_scope(pid, &t);
     int report[2];
     if (pipe2(report, O_CLOEXEC) < 0)
         return errmsg_set(e, negative_errno(), "pipe: %m");
@@ -664,10 +686,10 @@ int runtime_exec(pid_t pid, const struct runtime_exec_spec *spec, int *ret_exit,
         close(report_r);
         if (tty_r >= 0)
             close(tty_r);
-        /* Into the container's cgroup (its scope, where it has one) while the host's cgroup
-         * tree is still in sight; where that is not ours to change, the command runs where
-         * capsule does. */
-        (void)cgroup_join(pid, 0);
+        /* Into the container's scope, where it has one, while the host's cgroup tree is still
+         * in sight; where that is not ours to change, the command runs where capsule does. */
+        if (scope_procs)
+            (void)cgroup_enter(scope_procs);
         exec_child(&t, &cmd);
     }
     if (child < 0)

@@ -2,6 +2,7 @@
  * and a scope that cannot go while it holds a process. Needs root (or a delegated cgroup) for
  * the real moves. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -71,29 +72,47 @@ static void test_scope_enter_join_remove(void **state)
     if (geteuid() != 0)
         test_skip("needs root to make a cgroup below its own");
     char name[64], *dir = NULL;
-    snprintf(name, sizeof(name), "gn-test-%ld.scope", (long)getpid());
+    snprintf(name, sizeof(name), "capsule-gn-test-%ld.scope", (long)getpid());
     pid_t a = sleeper(), b = sleeper();
     struct errmsg e = {{0}};
     int r = cgroup_scope_enter(name, a, &dir, &e);
     if (r == -ENOENT)
-        test_skip("no cgroup v2 hierarchy here");
+        test_skip("no cgroup v2 hierarchy in sight here");
     assert_int_equal(r, 0);
     char *line = v2_line(a);
     assert_non_null(strstr(line, name));
     free(line);
-    /* Another process joins the first one's cgroup. */
-    assert_int_equal(cgroup_join(a, b), 0);
-    line = v2_line(b);
-    assert_non_null(strstr(line, name));
-    free(line);
-    /* Not while it holds processes. */
+    /* Another process finds the scope through the first one's /proc and joins it. */
+    char proc[32], *procs = NULL;
+    snprintf(proc, sizeof(proc), "/proc/%ld", (long)a);
+    int dirfd = open(proc, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    assert_int_equal(cgroup_scope_procs_of(dirfd, &procs), 0);
+    pid_t c = fork();
+    if (c == 0)
+        _exit(cgroup_enter(procs) == 0 ? 0 : 1);
+    int status;
+    assert_int_equal(waitpid(c, &status, 0), c);
+    assert_int_equal(WEXITSTATUS(status), 0);
+    /* A second run of the name while the first's processes live: refused, not merged. */
+    char *again = NULL;
+    assert_int_equal(cgroup_scope_enter(name, b, &again, &e), -EBUSY);
+    assert_non_null(strstr(e.text, "still holds processes"));
+    /* Not removable while it holds processes. */
     assert_int_equal(cgroup_scope_remove(dir), -EBUSY);
     end(a);
-    end(b);
     assert_int_equal(cgroup_scope_remove(dir), 0);
     assert_int_equal(access(dir, F_OK), -1);
     assert_int_equal(cgroup_scope_remove(dir), 0); /* gone: fine */
-    assert_int_equal(cgroup_join(a, getpid()), -ESRCH);
+    /* The process is gone: nothing to find through its /proc. */
+    assert_int_equal(cgroup_scope_procs_of(dirfd, &again), -ESRCH);
+    close(dirfd);
+    /* A process in no capsule scope has none to join. */
+    snprintf(proc, sizeof(proc), "/proc/%ld", (long)b);
+    dirfd = open(proc, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    assert_int_equal(cgroup_scope_procs_of(dirfd, &again), -ENOENT);
+    close(dirfd);
+    end(b);
+    free(procs);
     free(dir);
 }
 

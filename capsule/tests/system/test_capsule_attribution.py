@@ -43,14 +43,19 @@ def delegated(capsule_users):
                     f"{d} to be removable")
 
 
-def start_in(cgroup, user, home, argv):
-    """capsule ARGV as user, started from inside cgroup (as a job's or a service's shell is)."""
+def start_in(cgroup, user, home, argv, systemd=False):
+    """capsule ARGV as user, started from inside cgroup (as a job's or a service's shell is);
+    with systemd, on what looks like a host whose cgroups systemd manages (/run/systemd/system,
+    in a mount namespace of its own)."""
     env = {k: v for k, v in os.environ.items() if k not in cu.GPU_REQUEST_VARIABLES}
     env.update(home.env())
     script = 'echo $$ > "$0/cgroup.procs" && exec "$@"'
-    return subprocess.Popen(["sh", "-c", script, str(cgroup),
-                             *cu.as_user(user, [cu.capsule_binary(user), *argv])],
-                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    if systemd:
+        script = ('mount -t tmpfs none /run && mkdir -p /run/systemd/system && ' + script)
+    argv = ["sh", "-c", script, str(cgroup), *cu.as_user(user, [cu.capsule_binary(user), *argv])]
+    if systemd:
+        argv = ["unshare", "--mount", "--propagation", "private"] + argv
+    return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
@@ -119,3 +124,25 @@ def test_without_a_cgroup_of_its_own_the_run_goes_on(images, registry, workdir, 
     assert r.returncode == 0 and r.stderr == "", r.stderr
     lines = r.stdout.splitlines()
     assert "capsule-plain.scope" not in lines[0] and lines[1] == "plain", r.stdout
+
+
+def test_under_systemd_only_a_delegated_cgroup_gets_scopes(images, registry, workdir,
+                                                            delegated):
+    """Where systemd manages the cgroups, a cgroup it did not delegate is its own to change (its
+    single-writer rule): capsule makes no scope there and says why under -v; a unit with
+    Delegate=yes, which systemd marks with the user.delegate xattr, gets one."""
+    cg, user = delegated
+    os.chmod(workdir, 0o755)
+    home = cu.Home(workdir / "sd", owner=user)
+    images.push("multi", registry.host, "multi:1")
+    name = f"{registry.host}/multi:1"
+    assert home.capsule("pull", "-q", name).returncode == 0
+    show = ["-v", "run", "--no-home", "--name", "svc", name, "-c", "grep ^0:: /proc/self/cgroup"]
+    p = start_in(cg, user, home, show, systemd=True)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and out == f"0::/{cg.name}\n", (out, err)
+    assert "did not delegate it" in err, err
+    os.setxattr(cg, "user.delegate", b"1")
+    p = start_in(cg, user, home, show, systemd=True)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and out == f"0::/{cg.name}/capsule-svc.scope\n", (out, err)
