@@ -624,19 +624,31 @@ static char *target_scope(pid_t pid, const struct exec_target *t)
     return procs;
 }
 
-static _Noreturn void exec_child(const struct exec_target *t, const struct init_command *cmd)
+/* Moves the calling (single-threaded) process into the container: its scope (scope_procs, may
+ * be NULL), then the pid namespace while this process has the capabilities of its owner, then
+ * the user and mount namespaces the container's processes are in, then its root. Allocates
+ * nothing: exec's child calls it between fork and exec. */
+static int join_target(const struct exec_target *t, const char *scope_procs, struct errmsg *e)
 {
-    struct errmsg e = {{0}};
-    int r = 0;
-    /* The pid namespace while this process has the capabilities of its owner, then the user and
-     * mount namespaces the container's processes are in. */
+    /* While the host's cgroup tree is still in sight; where the scope is not ours to change,
+     * the process stays where it is. */
+    if (scope_procs)
+        (void)cgroup_enter(scope_procs);
     if ((t->pid_owner >= 0 && setns(t->pid_owner, CLONE_NEWUSER) < 0) ||
         (t->pid_owner >= 0 && setns(t->pid, CLONE_NEWPID) < 0) ||
         setns(t->user, CLONE_NEWUSER) < 0 || setns(t->mnt, CLONE_NEWNS) < 0 ||
         (t->own_pid_ns && t->pid_owner < 0 && setns(t->pid, CLONE_NEWPID) < 0))
-        r = errmsg_set(&e, negative_errno(), "join the container's namespaces: %m");
-    else if (fchdir(t->root) < 0 || chroot(".") < 0)
-        r = errmsg_set(&e, negative_errno(), "enter the container root: %m");
+        return errmsg_set(e, negative_errno(), "join the container's namespaces: %m");
+    if (fchdir(t->root) < 0 || chroot(".") < 0)
+        return errmsg_set(e, negative_errno(), "enter the container root: %m");
+    return 0;
+}
+
+static _Noreturn void exec_child(const struct exec_target *t, const char *scope_procs,
+                                 const struct init_command *cmd)
+{
+    struct errmsg e = {{0}};
+    int r = join_target(t, scope_procs, &e);
     if (r < 0)
         child_fail(cmd->report_fd, r, 0, &e);
     if (!t->own_pid_ns)
@@ -652,6 +664,18 @@ static _Noreturn void exec_child(const struct exec_target *t, const struct init_
     if (cmd->tty_sock >= 0)
         init_null_stdio();
     init_supervise(pid, false);
+}
+
+int runtime_join(pid_t pid, struct errmsg *e)
+{
+    _cleanup_(exec_target_done) struct exec_target t = {-1, -1, -1, -1, -1, false};
+    int r = open_target(pid, &t, e);
+    if (r < 0)
+        return r;
+    _cleanup_free_ char *scope_procs = target_scope(pid, &t);
+    if ((r = join_target(&t, scope_procs, e)) < 0)
+        return r;
+    return t.own_pid_ns ? 1 : 0;
 }
 
 int runtime_exec(pid_t pid, const struct runtime_exec_spec *spec, int *ret_exit, struct errmsg *e)
@@ -686,11 +710,7 @@ int runtime_exec(pid_t pid, const struct runtime_exec_spec *spec, int *ret_exit,
         close(report_r);
         if (tty_r >= 0)
             close(tty_r);
-        /* Into the container's scope, where it has one, while the host's cgroup tree is still
-         * in sight; where that is not ours to change, the command runs where capsule does. */
-        if (scope_procs)
-            (void)cgroup_enter(scope_procs);
-        exec_child(&t, &cmd);
+        exec_child(&t, scope_procs, &cmd);
     }
     if (child < 0)
         r = errmsg_set(e, negative_errno(), "fork: %m");

@@ -128,6 +128,19 @@ struct runtime_exec_spec {
     bool tty, tty_all; /* as run_spec's */
 };
 
+/* Moves the calling process into the running container whose process is pid, for a host
+ * program that then execs a command there itself (a Slurm task joining its step's container):
+ * the container's cgroup scope where it has one and the caller may enter it, its user and mount
+ * namespaces, its root (the working directory is its "/"). The caller must be single-threaded
+ * (setns of a user namespace demands it) and the container's owner. Nothing is filtered and no
+ * environment is set: what the command needs (a --remap-root container's id filter,
+ * id-filter.h; the environment) is the caller's to apply before its exec. Returns 0, or 1 when
+ * the container has a pid namespace of its own: only the caller's children are in it, so the
+ * caller forks before it execs. -ESRCH "container process N is not running", or another -errno
+ * with a message; a failure after the first setns leaves the caller half inside, so a caller
+ * does this in a process of its own that exits on failure. */
+int runtime_join(pid_t pid, struct errmsg *e);
+
 /* Runs spec->argv inside the running container whose init is pid (setns into its user, mount
  * and, if it has one, pid namespace; same root and cwd rules), for capsule exec. Same returns
  * as runtime_run. */

@@ -885,6 +885,37 @@ static int on_started(pid_t pid, void *userdata)
     return s->ret;
 }
 
+/* runtime_join in a child that then runs the exec test's check there; returns its exit status. */
+static int join_and_run(pid_t init, bool pid_ns)
+{
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        struct errmsg e = {{0}};
+        int r = runtime_join(init, &e);
+        if (r < 0 || r != (pid_ns ? 1 : 0))
+            _exit(90);
+        if (r == 1) {
+            pid_t inner = fork();
+            if (inner > 0) {
+                int st;
+                _exit(waitpid(inner, &st, 0) == inner && WIFEXITED(st) ? WEXITSTATUS(st) : 91);
+            }
+        }
+        char *argv[] = {"/bin/sh", "-c",
+                        "test -e /tmp/only-here && test \"$(cat /etc/kept)\" = top && "
+                        "test \"$(pwd)\" = / && exit 5",
+                        NULL};
+        char *env[] = {"PATH=/bin", NULL};
+        execve(argv[0], argv, env);
+        _exit(92);
+    }
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
 static void exec_into_container(bool pid_ns)
 {
     int p[2];
@@ -927,6 +958,9 @@ static void exec_into_container(bool pid_ns)
     struct runtime_exec_spec y = {.argv = missing, .env = env};
     assert_int_equal(runtime_exec(init, &y, &code, &e), -ENOENT);
     assert_string_equal(e.text, "exec 'no-such-command': not found in PATH=/bin");
+    /* A process of its own joins the container and execs there itself, as a Slurm task does:
+     * forking first when the container has a pid namespace of its own. */
+    assert_int_equal(join_and_run(init, pid_ns), 5);
 
     assert_int_equal(kill(capsule, SIGTERM), 0);
     int status;
