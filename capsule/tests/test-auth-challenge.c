@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "capsule/registry/auth-challenge.h"
 
 static void parse_ok(const char *h, struct auth_challenges *c)
@@ -197,5 +199,5 @@ int main(void)
         cmocka_unit_test(test_malformed),          cmocka_unit_test(test_limits),
         cmocka_unit_test(test_token_answers),      cmocka_unit_test(test_token_bad),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

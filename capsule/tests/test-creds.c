@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "capsule/image/creds.h"
 #include "lib/macro.h"
 
@@ -330,5 +332,5 @@ int main(void)
         cmocka_unit_test(test_docker_config),      cmocka_unit_test(test_docker_config_errors),
         cmocka_unit_test(test_credential_helpers), cmocka_unit_test(test_lookup_files),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "capsule/image/digest.h"
 
 /* sha256("") and sha256("abc"), sha512("abc") from FIPS 180-2. */
@@ -122,5 +124,5 @@ int main(void)
         cmocka_unit_test(test_begin_refuses_invalid),
         cmocka_unit_test(test_compute_unknown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

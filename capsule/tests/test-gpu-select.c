@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "capsule/gpu/gpu-select.h"
 #include "lib/strv.h"
 
@@ -221,5 +223,5 @@ int main(void)
         cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_cuda_visible),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "capsule/image/digest.h"
 #include "capsule/launch.h"
 #include "lib/rm-tree.h"
@@ -138,5 +140,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_policies, setup, teardown),
         cmocka_unit_test(test_policy_names),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

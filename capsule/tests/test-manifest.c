@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "capsule/image/capsule-limits.h"
 #include "test-skip.h"
 
@@ -467,5 +469,5 @@ int main(void)
         cmocka_unit_test(test_config_env),       cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_corpus_manifests), cmocka_unit_test(test_corpus_configs),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "capsule/image/digest.h"
 #include "lib/http-server.h"
 #include "capsule/image/manifest.h"
@@ -1076,5 +1078,5 @@ int main(void)
         T(test_pull_tampered_layer_leaves_nothing),
     };
 #undef T
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

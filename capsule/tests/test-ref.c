@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "lib/macro.h"
 #include "capsule/image/ref.h"
 
@@ -317,5 +319,5 @@ int main(void)
         cmocka_unit_test(test_loopback),
         cmocka_unit_test(test_refs_single),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

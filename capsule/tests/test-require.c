@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "capsule/image/require.h"
 
 /* A real CUDA 11.0 image's value: the plain requirement, then Tesla forward-compatibility. */
@@ -237,5 +239,5 @@ int main(void)
         cmocka_unit_test(test_invalid_value),
         cmocka_unit_test(test_legacy_cuda_version),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

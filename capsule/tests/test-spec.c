@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "capsule/image/spec.h"
 #include "lib/strv.h"
 
@@ -155,5 +157,5 @@ int main(void)
         cmocka_unit_test(test_remap_root_identity),
         cmocka_unit_test(test_bad_flags),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

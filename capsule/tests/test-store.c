@@ -25,6 +25,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "lib/rm-tree.h"
 #include "test-skip.h"
 
@@ -773,5 +775,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gc_tmp_and_pull_block, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scratch_dirs, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -25,6 +25,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "lib/rm-tree.h"
 #include "test-skip.h"
 
@@ -949,5 +951,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_matches_overlay, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

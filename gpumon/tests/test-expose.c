@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "test-skip.h"
 
 #include "expose.h"
@@ -648,5 +650,5 @@ int main(void)
         cmocka_unit_test(test_no_gpus),        cmocka_unit_test(test_negative_counter_left_out),
         cmocka_unit_test(test_measured_times), cmocka_unit_test(test_eight_gpus),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

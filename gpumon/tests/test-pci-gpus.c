@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "pci-gpus.h"
 
 static char root[PATH_MAX];
@@ -144,5 +146,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_equal_is_by_content, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_driver_directory, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "snapshot.h"
 
 static void test_new_is_empty(void **state)
@@ -103,5 +105,5 @@ int main(void)
         cmocka_unit_test(test_cleanup_attribute),
         cmocka_unit_test(test_concurrent_refs),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "lib/audit.h"
 #include "lib/fileio.h"
 #include "lib/macro.h"
@@ -95,5 +97,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_records),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "test-skip.h"
 
 #include "lib/cgroup.h"
@@ -122,5 +124,5 @@ int main(void)
         cmocka_unit_test(test_names_are_one_component),
         cmocka_unit_test(test_scope_enter_join_remove),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

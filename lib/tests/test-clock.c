@@ -6,6 +6,8 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include "test-main.h"
 #include <time.h>
 
 #include "lib/clock.h"
@@ -51,5 +53,5 @@ int main(void)
         cmocka_unit_test(test_units_agree_and_never_go_back),
         cmocka_unit_test(test_deadline_is_normalised),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "lib/config.h"
 
 static struct config *load(const char *text, struct errmsg *e)
@@ -394,5 +396,5 @@ int main(void)
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_parse_listen_address),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

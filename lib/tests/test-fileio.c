@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "lib/fileio.h"
 
 /* Writes n bytes of a pattern into a pipe from a child, in odd-sized pieces. */
@@ -116,5 +118,5 @@ int main(void)
         cmocka_unit_test(test_read_up_to),
         cmocka_unit_test(test_write_errors),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "lib/log.h"
 
 struct seen {
@@ -56,5 +58,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_host_sink),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

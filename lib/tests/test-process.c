@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "lib/fileio.h"
 #include "lib/process.h"
 
@@ -104,5 +106,5 @@ int main(void)
         cmocka_unit_test(test_signals_group_and_environment),
         cmocka_unit_test(test_cannot_execute),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

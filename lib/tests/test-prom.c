@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "test-skip.h"
 
 #include "lib/prom.h"
@@ -320,5 +322,5 @@ int main(void)
         cmocka_unit_test(test_many_samples_grow),
         cmocka_unit_test(test_accept),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "test-skip.h"
 
 #include "lib/rm-tree.h"
@@ -222,5 +224,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_remove_tree_stops_at_mounts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rm_tree_at_counts_and_takes_files, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "lib/roles.h"
 
 static void test_roles(void **state)
@@ -49,5 +51,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roles),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "lib/service.h"
 
 static void test_signals(void **state)
@@ -61,5 +63,5 @@ int main(void)
         cmocka_unit_test(test_signals),
         cmocka_unit_test(test_watchdog_pacing),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "lib/strv.h"
 
 static void test_split_and_push(void **state)
@@ -77,5 +79,5 @@ int main(void)
         cmocka_unit_test(test_env_set_replaces_every_assignment),
         cmocka_unit_test(test_copy_is_deep),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -6,6 +6,8 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include "test-main.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -438,5 +440,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_events_and_drill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -5,6 +5,8 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include "test-main.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,5 +211,5 @@ int main(void)
         cmocka_unit_test(test_drill),
         cmocka_unit_test(test_curve_and_limits),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

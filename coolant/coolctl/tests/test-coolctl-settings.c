@@ -6,6 +6,8 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include "test-main.h"
 #include <errno.h>
 #include <string.h>
 
@@ -217,5 +219,5 @@ int main(void)
         cmocka_unit_test(test_assign),
         cmocka_unit_test(test_settings_decode),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

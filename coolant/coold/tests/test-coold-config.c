@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "coold-config.h"
 #include "lib/macro.h"
 
@@ -123,5 +125,5 @@ int main(void)
         cmocka_unit_test(test_errors_name_the_problem),
         cmocka_unit_test(test_missing_file),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -191,5 +193,5 @@ int main(void)
         cmocka_unit_test(test_engine_errors),
         cmocka_unit_test(test_hanging_engine_bounded_by_deadline),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -6,6 +6,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "eventlog.h"
 
 static void test_order_and_limit(void **state)
@@ -63,5 +65,5 @@ int main(void)
         cmocka_unit_test(test_order_and_limit),
         cmocka_unit_test(test_wraps_keeping_the_newest),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -389,5 +391,5 @@ int main(void)
         cmocka_unit_test(test_exec_cancel_and_leave_running),
         cmocka_unit_test_setup_teardown(test_children_get_only_stdio, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "link.h"
 #include "lib/macro.h"
 
@@ -842,5 +844,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_missing_device_at_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_config, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

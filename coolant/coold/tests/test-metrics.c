@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "test-skip.h"
 
 #include "lib/macro.h"
@@ -136,5 +138,5 @@ int main(void)
         cmocka_unit_test(test_openmetrics),
         cmocka_unit_test(test_promtool_accepts),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "lib/macro.h"
 #include "safety.h"
 
@@ -494,5 +496,5 @@ int main(void)
         cmocka_unit_test(test_transition_log),
         cmocka_unit_test(test_log_ring_and_names),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

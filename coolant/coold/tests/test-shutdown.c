@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "lib/clock.h"
 #include "fake-docker.h"
 #include "hooks.h"
@@ -564,5 +566,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_real_shutdown_cancels_drill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_during_shutdown_still_halts, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "lib/clock.h"
 #include "ctl-proto.h"
 
@@ -220,5 +222,5 @@ int main(int argc, char **argv)
         return 1;
     }
     coolsim_path = argv[1];
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

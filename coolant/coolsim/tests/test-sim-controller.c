@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "sim-controller.h"
 
 #define SENT_MAX 256
@@ -483,5 +485,5 @@ int main(void)
         cmocka_unit_test_setup(test_reboot, setup),
         cmocka_unit_test_setup(test_stats_max_temperature, setup),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

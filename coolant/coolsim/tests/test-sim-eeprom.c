@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "sim-eeprom.h"
 
 static char dir[64];
@@ -240,5 +242,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pump_count_saved, setup, teardown),
         cmocka_unit_test_setup_teardown(test_save_failure_reports_path, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

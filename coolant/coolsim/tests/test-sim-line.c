@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "sim-line.h"
 
 static char dir[64];
@@ -191,5 +193,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replaces_stale_link_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_leaves_foreign_link, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -6,6 +6,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "sim-model.h"
 #include "sim-protect.h"
 
@@ -281,5 +283,5 @@ int main(void)
         cmocka_unit_test(test_speed_scales_heat_only),
         cmocka_unit_test(test_noise_is_seeded),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "ctl-proto.h"
 #include "sim-noise.h"
 
@@ -115,5 +117,5 @@ int main(void)
         cmocka_unit_test(test_bursts_follow_seed),
         cmocka_unit_test(test_rx_corruption),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

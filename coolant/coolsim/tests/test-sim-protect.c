@@ -6,6 +6,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "sim-protect.h"
 
 struct fixture {
@@ -298,5 +300,5 @@ int main(void)
         cmocka_unit_test_setup(test_hardware_reason_wins_a_tie, setup),
         cmocka_unit_test_setup(test_names, setup),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "sim-report.h"
 
 static void nothing_sent(const char *frame, size_t len, void *userdata)
@@ -145,5 +147,5 @@ int main(void)
         cmocka_unit_test(test_json_no_cut),
         cmocka_unit_test(test_print),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "sim-scenario.h"
 
 static const struct sim_action *find_action(const struct sim_scenario *s, enum sim_action_kind kind,
@@ -154,5 +156,5 @@ int main(void)
         cmocka_unit_test(test_empty_timeline),
         cmocka_unit_test(test_action_names),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "ctl-proto.h"
 
 static void test_parse_format(void **state)
@@ -129,5 +131,5 @@ int main(void)
         cmocka_unit_test(test_check_rules),
         cmocka_unit_test(test_duty),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

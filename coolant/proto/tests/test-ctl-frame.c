@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "ctl-proto.h"
 
 /* Wraps a body as a frame with a correct CRC: "$<body>*XXXX<end>". */
@@ -249,5 +251,5 @@ int main(void)
         cmocka_unit_test(test_copy),
         cmocka_unit_test(test_strerror),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -6,6 +6,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "ctl-proto.h"
 
 static void test_parse_centi(void **state)
@@ -113,5 +115,5 @@ int main(void)
         cmocka_unit_test(test_format_centi),
         cmocka_unit_test(test_pump_reading),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "ctl-proto.h"
 
 /* Feeds n bytes; collects accepted frames' ids into ids[] and the last error into *last_err. */
@@ -155,5 +157,5 @@ int main(void)
         cmocka_unit_test(test_too_long_then_resync),
         cmocka_unit_test(test_bare_newline),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

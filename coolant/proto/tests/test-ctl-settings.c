@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "ctl-proto.h"
 
 static void expect_get(const struct ctl_settings *s, const char *key, const char *want)
@@ -191,5 +193,5 @@ int main(void)
         cmocka_unit_test(test_apply_ok),          cmocka_unit_test(test_apply_all_or_none),
         cmocka_unit_test(test_apply_value_rules), cmocka_unit_test(test_apply_from_frame),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }

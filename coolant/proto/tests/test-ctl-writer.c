@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "test-main.h"
+
 #include "ctl-proto.h"
 
 static void test_write_exact(void **state)
@@ -193,5 +195,5 @@ int main(void)
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_largest_status_fits),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_cases(tests);
 }
