@@ -48,23 +48,20 @@ int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len)
     if (!buf)
         return -ENOMEM;
     for (;;) {
-        if (len == cap) {
-            if (cap > max)
-                return -EFBIG;
-            char *bigger = realloc(buf, cap * 2 + 1);
-            if (!bigger)
-                return -ENOMEM;
-            buf = bigger;
-            cap *= 2;
-        }
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return negative_errno();
-        if (n == 0)
-            break;
-        len += (size_t)n;
+        size_t n = 0;
+        int r = fd_read_up_to(fd, buf + len, cap - len, &n);
+        if (r < 0)
+            return r;
+        len += n;
+        if (len < cap)
+            break; /* the end came before the buffer was full */
+        if (cap > max)
+            return -EFBIG;
+        char *bigger = realloc(buf, cap * 2 + 1);
+        if (!bigger)
+            return -ENOMEM;
+        buf = bigger;
+        cap *= 2;
     }
     if (len > max)
         return -EFBIG;
