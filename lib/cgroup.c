@@ -59,14 +59,6 @@ static int cgroup_of(int dirfd, char **ret)
     return -ENOENT;
 }
 
-/* mount + cgroup path (+ "/" + name when name is set), malloc'd. */
-static int cgroup_dir(const char *mnt, const char *cg, const char *name, char **ret)
-{
-    const char *base = strcmp(cg, "/") == 0 ? "" : cg;
-    int n = name ? asprintf(ret, "%s%s/%s", mnt, base, name) : asprintf(ret, "%s%s", mnt, cg);
-    return n < 0 ? -ENOMEM : 0;
-}
-
 /* Whether pid is listed in dir's cgroup.procs: the directory is really the caller's cgroup, and
  * not one that a cgroup namespace's "/" only looks like. */
 static bool lists(const char *dir, pid_t pid)
@@ -140,7 +132,7 @@ static int own_dir(char **ret, struct errmsg *e)
     int r = self < 0 ? negative_errno() : cgroup_of(self, &own);
     if (r < 0)
         return errmsg_set(e, r, "/proc/self/cgroup: no cgroup v2 path in sight (%s)", strerror(-r));
-    if (cgroup_dir(mnt, own, NULL, &dir) < 0)
+    if (asprintf(&dir, "%s%s", mnt, own) < 0)
         return errmsg_set(e, -ENOMEM, "out of memory");
     if (!lists(dir, getpid()))
         return errmsg_set(e, -ENOENT, "%s is not this process's cgroup (a cgroup namespace?)", dir);

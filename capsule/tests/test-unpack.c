@@ -28,6 +28,7 @@
 #include "test-main.h"
 
 #include "lib/rm-tree.h"
+#include "test-fs.h"
 #include "test-skip.h"
 
 #include "capsule/store/store.h"
@@ -129,14 +130,6 @@ static int unpack_into(const char *dest, struct layer *l, struct unpack_stats *s
 }
 
 /* ---- fixtures and checks ---- */
-
-static void write_file(const char *path, const char *data)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, data, strlen(data)), (ssize_t)strlen(data));
-    close(fd);
-}
 
 static char *read_file(const char *path)
 {

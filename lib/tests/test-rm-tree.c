@@ -24,6 +24,7 @@
 
 #include "test-main.h"
 
+#include "test-fs.h"
 #include "test-skip.h"
 
 #include "lib/rm-tree.h"
@@ -50,28 +51,6 @@ static int teardown(void **state)
     int r = rm_tree(c->base);
     free(c);
     return r;
-}
-
-static bool exists(const char *path)
-{
-    struct stat st;
-    return lstat(path, &st) == 0;
-}
-
-static void write_file(const char *path, const char *data)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, data, strlen(data)), (ssize_t)strlen(data));
-    close(fd);
-}
-
-static int child_status(pid_t pid)
-{
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
 }
 
 static void make_hostile_tree(const char *top)
