@@ -202,6 +202,7 @@ static int build_spec(struct launch_state *s, const struct launch_request *req, 
         .no_home = c->no_home,
         .user_name = user,
         .home = getenv("HOME"),
+        .no_command = req->hold_fd > 2,
     };
     return spec_build(&s->img, &f, req->host_env, &s->spec, e);
 }
@@ -274,15 +275,30 @@ static int make_scratch(void *userdata, const char **ret_dir, struct errmsg *e)
     return r;
 }
 
+/* on_started of a held container: on_held with what a joining process needs. */
+struct held {
+    const struct launch_request *req;
+    const struct launch_state *s;
+};
+
+static int on_held(pid_t pid, void *userdata)
+{
+    const struct held *h = userdata;
+    const struct spec_result *sp = &h->s->spec;
+    return h->req->on_held(pid, sp->argv, sp->env, sp->cwd, h->req->userdata);
+}
+
 static int run(struct store *st, struct launch_state *s, const struct launch_request *req,
                int *ret_exit, struct errmsg *e)
 {
     const struct container *c = req->c;
     struct scratch scratch = {.st = st, .lock = -1};
+    bool hold = req->hold_fd > 2;
+    struct held held = {req, s};
     /* A named container gets a cgroup that gpumon reads its name from (names are at most 64
      * characters, container_name_check). */
     char scope[128] = "";
-    if (c->name)
+    if (c->name && !hold)
         snprintf(scope, sizeof(scope), NAMES_SCOPE_CAPSULE "%s" NAMES_SCOPE_SUFFIX, c->name);
     struct run_spec spec = {
         .layers = s->layer_dirs,
@@ -297,6 +313,8 @@ static int run(struct store *st, struct launch_state *s, const struct launch_req
         .home = getenv("HOME"),
         .no_home = c->no_home,
         .argv = s->spec.argv,
+        .hold = hold,
+        .hold_fd = req->hold_fd,
         .env = s->spec.env,
         .cwd = s->spec.cwd,
         .tty = tty_wanted(req->tty_force),
@@ -310,8 +328,8 @@ static int run(struct store *st, struct launch_state *s, const struct launch_req
         .make_scratch = make_scratch,
         .scratch_userdata = &scratch,
         .protect = s->protect,
-        .on_started = req->on_started,
-        .userdata = req->userdata,
+        .on_started = hold ? on_held : req->on_started,
+        .userdata = hold ? (void *)&held : req->userdata,
         .cgroup_scope = scope[0] ? scope : NULL,
     };
     int r = runtime_run(&spec, ret_exit, e);

@@ -22,6 +22,15 @@ struct launch_request {
     bool tty_force; /* -t: a terminal on all of stdin, stdout, stderr; else when both are ttys */
     int (*on_started)(pid_t pid, void *userdata);
     void *userdata;
+    /* A container held for host processes to join (run_spec.hold) rather than one that runs a
+     * command: hold_fd > 2 holds it until that fd reads end-of-file. on_held (instead of
+     * on_started) is then told the container's process and what a joining process needs: the
+     * environment and working directory the command would have had (spec.h), and argv, the
+     * image's entrypoint and command as the container's flags make them (may be empty). No
+     * cgroup of its own is made: the joining processes stay in their caller's (a Slurm step's). */
+    int hold_fd;
+    int (*on_held)(pid_t pid, char *const *argv, char *const *env, const char *cwd,
+                   void *userdata);
 };
 
 /* When an image is pulled before a run (Docker's --pull, Pyxis' enroot import). */

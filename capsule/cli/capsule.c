@@ -15,6 +15,8 @@ static const struct cli_command commands[] = {
      LAUNCH_EXIT_FAILED},
     {"exec", cmd_exec, "exec [-it] [-e K=V] [-w DIR] NAME COMMAND [ARG...]",
      "run a command in a running container", LAUNCH_EXIT_FAILED},
+    {"hold", cmd_hold, "hold --fd N [--name NAME [--create-only] [--join]] [OPTIONS] [IMAGE]",
+     "hold a container for host processes to join (the Slurm plugin's)", LAUNCH_EXIT_FAILED},
     {"ps", cmd_ps, "ps [-a] [--format json]", "list running (with -a: all) containers", 1},
     {"rm", cmd_rm, "rm [-f] NAME...", "remove containers", 1},
     {"logs", cmd_logs, "logs NAME", "print the output of a container run with `run -d`", 1},

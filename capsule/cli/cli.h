@@ -65,6 +65,7 @@ int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_gc(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx); /* cmd-run.c: run, create */
 int cmd_create(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_hold(int argc, char **argv, struct cli_ctx *ctx); /* cmd-hold.c */
 /* cmd-containers.c: start, exec, ps, rm, logs */
 int cmd_start(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_exec(int argc, char **argv, struct cli_ctx *ctx);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "capsule/cli/cli.h"
+#include "capsule/cli/run-opts.h"
 #include "lib/fileio.h"
 #include "capsule/launch.h"
 #include "lib/log.h"
@@ -20,11 +21,6 @@
 
 extern char **environ;
 
-struct run_opts {
-    struct container c; /* the request: flags, mounts, env; image and layers filled later */
-    enum launch_pull_policy pull;
-    bool help, detach, rm, tty;
-};
 
 static const char run_help[] =
     "options:\n"
@@ -50,11 +46,35 @@ static const char run_help[] =
     "-it works; --rm is what `run` does anyway (a container of `run`, named or not, goes when\n"
     "it ends).\n";
 
+static const char run_help_hold[] =
+    "hold:\n"
+    "  --fd N                 required: once the container is held, one line of JSON goes to\n"
+    "                         this socket (pid, argv, env, cwd, remap_root); the container\n"
+    "                         stays until its other end is closed\n"
+    "  --name NAME            a named container, kept after the hold (created from IMAGE when\n"
+    "                         it does not exist; IMAGE may then be left out)\n"
+    "  --create-only          with --name: fail when NAME exists\n"
+    "  --join                 with --name: when NAME is held already, say so with the holder's\n"
+    "                         line (\"joined\": true) instead of failing\n"
+    "  --data-dir DIR         where named containers live (default: the config's data_dir)\n";
+
 static int set_string(char **dst, const char *v)
 {
     free(*dst);
     *dst = strdup(v);
     return *dst ? 0 : -ENOMEM;
+}
+
+static int parse_fd(const char *arg, int *ret, struct errmsg *e)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v <= STDERR_FILENO || v > 65535 ||
+        fcntl((int)v, F_GETFD) < 0)
+        return errmsg_set(e, -EINVAL, "--fd '%s': not an open file descriptor above 2", arg);
+    *ret = (int)v;
+    return 0;
 }
 
 /* One option; returns 0, -ENOMEM, or -EINVAL with the message already in e. */
@@ -113,15 +133,22 @@ static int apply_option(int c, const char *arg, struct run_opts *o, struct errms
     case 't':
         o->tty = true;
         return 0;
+    case 'F':
+        return parse_fd(arg, &o->hold_fd, e);
+    case 'C':
+        o->create_only = true;
+        return 0;
+    case 'J':
+        o->join = true;
+        return 0;
+    case 'D':
+        return set_string(&o->data_dir, arg);
     default:
         return errmsg_set(e, -EINVAL, "unknown option");
     }
 }
 
-/* Parses options up to the image name; returns the index of IMAGE in argv, or a CLI exit code
- * (as a negative number) after printing the error. */
-static int parse_run_options(int argc, char **argv, const struct cli_command *cmd,
-                             struct run_opts *o)
+int run_parse_options(int argc, char **argv, const struct cli_command *cmd, struct run_opts *o)
 {
     static const struct option opts[] = {
         {"name", required_argument, NULL, 'n'},
@@ -142,6 +169,10 @@ static int parse_run_options(int argc, char **argv, const struct cli_command *cm
         {"interactive", no_argument, NULL, 'i'},
         {"tty", no_argument, NULL, 't'},
         {"rm", no_argument, NULL, 'X'},
+        {"fd", required_argument, NULL, 'F'},
+        {"create-only", no_argument, NULL, 'C'},
+        {"join", no_argument, NULL, 'J'},
+        {"data-dir", required_argument, NULL, 'D'},
         {0},
     };
     int c;
@@ -156,23 +187,24 @@ static int parse_run_options(int argc, char **argv, const struct cli_command *cm
         if (r < 0)
             return -cli_usage(cmd, "%s", e.text);
     }
+    bool hold = strcmp(cmd->name, "hold") == 0;
+    if (!hold && (o->hold_fd >= 0 || o->create_only || o->join || o->data_dir))
+        return -cli_usage(cmd, "--fd, --create-only, --join and --data-dir are for `capsule hold`");
     if (o->help) {
-        printf("usage: capsule %s\n\n%s", cmd->usage, run_help);
+        printf("usage: capsule %s\n\n%s%s", cmd->usage, run_help, hold ? run_help_hold : "");
         return 0; /* exit status 0; IMAGE's index is always >= 1 */
     }
-    if (optind >= argc)
+    if (optind >= argc && !(hold && o->c.name))
         return -cli_usage(cmd, "no image given");
     return optind;
 }
 
-/* launch_resolve_image's pull: capsule-pull, which prints its own errors. */
-static int pull_with_helper(void *userdata, const char *name)
+int run_pull_with_helper(void *userdata, const char *name)
 {
     return cli_run_pull_helper(userdata, name);
 }
 
-/* Fills the container's image fields from the record. */
-static int take_image(struct container *c, const struct image_record *img)
+int run_take_image(struct container *c, const struct image_record *img)
 {
     c->image = strdup(img->name);
     c->config_digest = strdup(img->config_digest);
@@ -308,14 +340,14 @@ static int run_container(struct cli_ctx *ctx, struct store *st, struct container
 static int run_or_create(int argc, char **argv, struct cli_ctx *ctx, bool create)
 {
     const struct cli_command *cmd = cli_command_find(create ? "create" : "run");
-    struct run_opts o = {.c = {.remap_root = ctx->config.remap_root}};
+    struct run_opts o = {.c = {.remap_root = ctx->config.remap_root}, .hold_fd = -1};
     struct image_record img = {0};
     _cleanup_(store_freep) struct store *st = NULL;
     struct errmsg e = {{0}};
     int rc = LAUNCH_EXIT_FAILED;
     o.c.user_env = strv_new();
     o.c.mounts = strv_new();
-    int i = parse_run_options(argc, argv, cmd, &o);
+    int i = run_parse_options(argc, argv, cmd, &o);
     if (i <= 0) {
         rc = -i;
         goto out;
@@ -335,8 +367,8 @@ static int run_or_create(int argc, char **argv, struct cli_ctx *ctx, bool create
     }
     if (!(o.c.args = strv_copy(argv + i + 1)) || cli_open_store(ctx, &st) < 0)
         goto out;
-    if (launch_resolve_image(st, argv[i], o.pull, pull_with_helper, ctx, &img, &e) < 0 ||
-        take_image(&o.c, &img) < 0) {
+    if (launch_resolve_image(st, argv[i], o.pull, run_pull_with_helper, ctx, &img, &e) < 0 ||
+        run_take_image(&o.c, &img) < 0) {
         cli_fail("%s", e.text[0] ? e.text : "out of memory");
         goto out;
     }
@@ -352,6 +384,7 @@ static int run_or_create(int argc, char **argv, struct cli_ctx *ctx, bool create
 out:
     image_record_done(&img);
     container_done(&o.c);
+    free(o.data_dir);
     return rc;
 }
 

@@ -50,7 +50,7 @@ static int build_argv(const struct image_config *img, const struct spec_flags *f
         r = strv_extend(&argv, img->cmd);
     if (r < 0)
         return r;
-    if (!argv[0])
+    if (!argv[0] && !f->no_command)
         return errmsg_set(e, -EINVAL,
                           "the image has no Entrypoint or Cmd: give a command after the image "
                           "name");

@@ -31,6 +31,7 @@ struct spec_flags {
     bool no_home;
     const char *user_name; /* inside (root with remap_root) */
     const char *home;      /* the host home that is mounted */
+    bool no_command;       /* argv may come out empty (a held container runs nothing itself) */
 };
 
 struct spec_result {

@@ -173,6 +173,25 @@ static _Noreturn void fail(const struct init_command *c, int err, int code, cons
     _exit(code);
 }
 
+/* A container kept for host programs to join: nothing of the image runs, this process only
+ * keeps the namespaces alive. Closing the report pipe tells the parent it is ready; it keeps no
+ * other file of capsule's and no terminal. */
+static _Noreturn void hold(const struct init_command *c)
+{
+    int fd = c->hold_fd;
+    if (fd > 3)
+        close_range(3, (unsigned)fd - 1, 0);
+    close_range((unsigned)fd + 1, ~0U, 0);
+    init_null_stdio();
+    sigprocmask(SIG_SETMASK, c->mask, NULL);
+    char buf[64];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) != 0)
+        if (n < 0 && errno != EINTR)
+            break;
+    _exit(0);
+}
+
 _Noreturn void init_exec_command(const struct init_command *c)
 {
     char *const *env = c->env;
@@ -188,6 +207,8 @@ _Noreturn void init_exec_command(const struct init_command *c)
         if (r < 0)
             fail(c, r, 125, "%s", e.text);
     }
+    if (c->hold_fd >= 0)
+        hold(c);
     if (c->tty_sock >= 0) {
         struct errmsg e = {{0}};
         int r = tty_child_attach(c->tty_sock, c->tty_all, &e);

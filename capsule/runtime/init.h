@@ -36,6 +36,7 @@ struct init_command {
     bool fake_ids; /* --remap-root: ownership and id changes succeed without effect (id-filter.h) */
     int tty_sock;  /* >= 0: give the command a terminal, its master sent here (tty.h) */
     bool tty_all;  /* the terminal on all of stdin, stdout, stderr, not only where they were ttys */
+    int hold_fd;   /* >= 0: run nothing; stay until this fd reads end-of-file (run_spec.hold) */
 };
 
 /* The signals forwarded to the command, plus SIGCHLD: the set every supervising process blocks
@@ -60,7 +61,7 @@ void init_null_stdio(void);
 /* Sends a failure report (best effort: the pipe is large enough for one report). */
 void init_report(int fd, int err, unsigned flags, const char *msg);
 
-/* Runs the command in this process: finishing steps, chdir, signal mask, PATH lookup of argv[0]
+/* Runs the command in this process (or, with hold_fd, stays without one): finishing steps, chdir, signal mask, PATH lookup of argv[0]
  * in env's PATH, execve. Never returns: on failure it reports "exec 'x': …" (-ENOENT when not
  * found, -EACCES when not executable) or the finishing step's error and exits (127/126/125). */
 _Noreturn void init_exec_command(const struct init_command *c);

@@ -380,6 +380,7 @@ static _Noreturn void child_main(const struct run_ctx *c, int alive_fd, int repo
         .fake_ids = s->remap_root,
         .tty_sock = tty_sock,
         .tty_all = s->tty_all,
+        .hold_fd = s->hold ? s->hold_fd : -1,
     };
     if (s->pid_ns)
         init_run(&cmd);
@@ -520,8 +521,8 @@ static void run_ctx_done(struct run_ctx *c)
 
 static int check_spec(const struct run_spec *s, struct errmsg *e)
 {
-    if (!s->argv || !s->argv[0] || !s->argv[0][0])
-        return errmsg_set(e, -EINVAL, "no command to run");
+    if (s->hold ? s->hold_fd <= STDERR_FILENO || s->tty : !s->argv || !s->argv[0] || !s->argv[0][0])
+        return errmsg_set(e, -EINVAL, s->hold ? "nothing to hold the container by" : "no command to run");
     if (!s->upper_dir != !s->work_dir)
         return errmsg_set(e, -EINVAL, "an upper directory needs a work directory and back");
     if (s->n_layers > 0 && !s->layers)
@@ -704,7 +705,8 @@ int runtime_exec(pid_t pid, const struct runtime_exec_spec *spec, int *ret_exit,
                                .report_fd = report_w,
                                .fake_ids = spec->remap_root,
                                .tty_sock = tty_w,
-                               .tty_all = spec->tty_all};
+                               .tty_all = spec->tty_all,
+                               .hold_fd = -1};
     pid_t child = fork();
     if (child == 0) {
         close(report_r);

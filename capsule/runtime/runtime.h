@@ -80,6 +80,12 @@ struct run_spec {
 
     /* What to run. argv[0] is looked up in PATH of env when it has no '/'. */
     char *const *argv;
+    /* Instead of a command (argv unused): the container's process stays, idle, until hold_fd
+     * (above 2; the process keeps it) reads end-of-file or it is killed; host programs join it meanwhile
+     * (runtime_join), as the tasks of a Slurm step do. The root's finishing steps (ld cache,
+     * read-only remount) are done before on_started is called. */
+    bool hold;
+    int hold_fd;
     char *const *env; /* the complete environment, "K=V", NULL-terminated */
     const char *cwd;  /* NULL = "/" */
     /* A terminal of its own for the command (tty.h): where stdin, stdout, stderr are terminals,

@@ -1,0 +1,300 @@
+/* capsule hold: a container that runs nothing itself, held for host processes to join with
+ * runtime_join (the tasks of a Slurm step: spank_capsule.so runs this as the job's user).
+ *
+ * The caller gives a socket (--fd). Once the container is held, one line of JSON goes there:
+ *   {"pid": N, "argv": [...], "env": [...], "cwd": "/x", "remap_root": false, "joined": false}
+ * pid is the process to join; argv the image's entrypoint and command under the given flags (the
+ * caller decides whether to run it); env and cwd what the command would have had. The container
+ * stays until the socket's other end is closed; then this process cleans up and exits 0. On
+ * failure nothing is written to the socket; the error goes to stderr ("capsule: ...") and the
+ * exit status is 125.
+ *
+ * With --name the container is a named one (containers.h) in --data-dir: created from IMAGE when
+ * it does not exist (with a writable layer of its own, kept after the hold), else started again
+ * with this hold's flags (only the image comes from its record). A named container that is held
+ * already is joined with --join: its holder's line is written again, with "joined": true, and
+ * this process exits at once. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "capsule/cli/cli.h"
+#include "capsule/cli/run-opts.h"
+#include "lib/fileio.h"
+#include "lib/macro.h"
+#include "lib/strv.h"
+
+extern char **environ;
+
+#define HOLD_FILE "hold.json"
+
+struct hold_ctx {
+    int fd;
+    const char *data_dir, *name; /* name NULL: an anonymous container */
+    bool remap_root;
+};
+
+static json_t *strv_json(char *const *v)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && v && v[i]; i++)
+        if (json_array_append_new(a, json_string(v[i])) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* The holder's line, newline-terminated, malloc'd; NULL: out of memory. */
+static char *hold_line(pid_t pid, char *const *argv, char *const *env, const char *cwd,
+                       bool remap_root)
+{
+    json_t *o = json_pack("{s:i, s:o?, s:o?, s:s, s:b, s:b}", "pid", (json_int_t)pid, "argv",
+                          strv_json(argv), "env", strv_json(env), "cwd", cwd ? cwd : "/",
+                          "remap_root", remap_root, "joined", false);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    char *line = NULL;
+    if (text && asprintf(&line, "%s\n", text) < 0)
+        line = NULL;
+    free(text);
+    return line;
+}
+
+/* DATA/containers/NAME/hold.json, written whole (a temporary file renamed into place). */
+static int save_line(const struct hold_ctx *h, const char *line)
+{
+    _cleanup_free_ char *dir = container_dir(h->data_dir, h->name), *tmp = NULL, *path = NULL;
+    if (!dir || asprintf(&tmp, "%s/." HOLD_FILE, dir) < 0 ||
+        asprintf(&path, "%s/" HOLD_FILE, dir) < 0)
+        return -ENOMEM;
+    _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return negative_errno();
+    int r = fd_write_all(fd, line, strlen(line));
+    if (r >= 0 && rename(tmp, path) < 0)
+        r = negative_errno();
+    return r;
+}
+
+static int on_held(pid_t pid, char *const *argv, char *const *env, const char *cwd, void *userdata)
+{
+    const struct hold_ctx *h = userdata;
+    _cleanup_free_ char *line = hold_line(pid, argv, env, cwd, h->remap_root);
+    if (!line)
+        return -ENOMEM;
+    int r = 0;
+    if (h->name && ((r = container_set_pid(h->data_dir, h->name, pid)) < 0 ||
+                    (r = save_line(h, line)) < 0))
+        return r;
+    return fd_write_all(h->fd, line, strlen(line));
+}
+
+/* --join of a held container: its holder's line again, marked as joined. 0 when written. */
+static int join_held(const struct hold_ctx *h, const struct container *c)
+{
+    _cleanup_free_ char *dir = container_dir(h->data_dir, h->name), *path = NULL, *text = NULL;
+    size_t len;
+    json_t *o = NULL;
+    int r = -ENOMEM;
+    if (dir && asprintf(&path, "%s/" HOLD_FILE, dir) >= 0) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        r = fd < 0 ? negative_errno() : fd_read_all(fd, 1 << 20, &text, &len);
+    }
+    json_int_t pid = 0;
+    if (r >= 0 && (!(o = json_loadb(text, len, 0, NULL)) ||
+                   json_unpack(o, "{s:I}", "pid", &pid) < 0 || pid != c->pid))
+        r = -ESTALE;
+    char *line = NULL;
+    if (r >= 0 && (json_object_set_new(o, "joined", json_true()) < 0 ||
+                   !(line = json_dumps(o, JSON_COMPACT))))
+        r = -ENOMEM;
+    json_decref(o);
+    if (r >= 0 && ((r = fd_write_all(h->fd, line, strlen(line))) >= 0))
+        r = fd_write_all(h->fd, "\n", 1);
+    free(line);
+    if (r == -ENOENT || r == -ESTALE)
+        return cli_fail("container '%s' runs (pid %d) but is not held for joining (started by "
+                        "`capsule start`?), or is just starting; try again",
+                        h->name, (int)c->pid);
+    return r < 0 ? cli_fail("container '%s': %s", h->name, strerror(-r)) : 0;
+}
+
+static void drop_image(struct container *c)
+{
+    free(c->image);
+    free(c->config_digest);
+    strv_free(c->layers);
+    c->image = c->config_digest = NULL;
+    c->layers = NULL;
+}
+
+/* An existing container for this hold: its image, with this hold's flags. */
+static int take_record(struct container *c, const struct container *rec)
+{
+    struct image_record img = {.name = rec->image, .config_digest = rec->config_digest,
+                               .layers = rec->layers};
+    return run_take_image(c, &img);
+}
+
+/* Finds or creates the named container and locks it. Returns 0 (locked: *ret_lock), 1 when it
+ * was held already and --join wrote its line, or a CLI failure (printed) as a negative number. */
+static int claim_named(struct cli_ctx *ctx, struct run_opts *o, const char *image,
+                       struct hold_ctx *h, int *ret_lock)
+{
+    struct errmsg e = {{0}};
+    const char *data = h->data_dir;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        struct container rec = {0};
+        int r = container_load(data, h->name, &rec, &e);
+        if (r == 0) {
+            if (o->create_only)
+                r = errmsg_set(&e, -EEXIST, "container '%s' already exists", h->name);
+            else if (rec.running && o->join)
+                r = join_held(h, &rec) == 0 ? 1 : -1;
+            else if ((r = container_lock(data, h->name, ret_lock, &e)) >= 0 &&
+                     take_record(&o->c, &rec) < 0)
+                r = errmsg_set(&e, -ENOMEM, "out of memory");
+            container_done(&rec);
+            if (r == 1 || r == -1)
+                return r == 1 ? 1 : -1;
+            return r < 0 ? -cli_fail("%s", e.text) : 0;
+        }
+        if (r != -ENOENT)
+            return -cli_fail("%s", e.text);
+        if (!image)
+            return -cli_fail("no container '%s' and no image to create it from", h->name);
+        struct image_record img = {0};
+        _cleanup_(store_freep) struct store *st = NULL;
+        if (cli_open_store(ctx, &st) < 0)
+            return -1;
+        r = launch_resolve_image(st, image, o->pull, run_pull_with_helper, ctx, &img, &e);
+        if (r >= 0 && (r = run_take_image(&o->c, &img)) < 0)
+            errmsg_set(&e, r, "out of memory");
+        image_record_done(&img);
+        if (r < 0)
+            return -cli_fail("%s", e.text);
+        /* Its own layer always, so that a later hold may make it writable; this hold's
+         * --writable decides whether the root is remounted read-only. */
+        bool writable = o->c.writable;
+        o->c.writable = true;
+        o->c.created_at = time(NULL);
+        r = container_create(data, &o->c, ret_lock, &e);
+        o->c.writable = writable;
+        if (r >= 0)
+            return 0;
+        /* Another hold made it meanwhile: take it as an existing one. */
+        if (r != -EEXIST || o->create_only)
+            return -cli_fail("%s", e.text);
+        drop_image(&o->c);
+    }
+    return -cli_fail("container '%s' keeps changing; try again", h->name);
+}
+
+/* The container's upper and work directories: a named container's own layer. */
+static int named_layer(const char *data_dir, const char *name, char **ret_upper, char **ret_work)
+{
+    _cleanup_free_ char *dir = container_dir(data_dir, name);
+    if (!dir || asprintf(ret_upper, "%s/upper", dir) < 0)
+        return -ENOMEM;
+    if (asprintf(ret_work, "%s/work", dir) < 0) {
+        free(*ret_upper);
+        *ret_upper = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static int hold_container(struct cli_ctx *ctx, struct run_opts *o, const char *image,
+                          struct hold_ctx *h)
+{
+    struct errmsg e = {{0}};
+    _cleanup_close_ int lock_fd = -1;
+    _cleanup_free_ char *upper = NULL, *work = NULL;
+    _cleanup_(store_freep) struct store *st = NULL;
+    if (h->name) {
+        int r = containers_dir_ensure(h->data_dir, &e);
+        if (r < 0)
+            return cli_fail("%s", e.text), LAUNCH_EXIT_FAILED;
+        containers_sweep(h->data_dir);
+        if ((r = claim_named(ctx, o, image, h, &lock_fd)) != 0)
+            return r > 0 ? 0 : LAUNCH_EXIT_FAILED;
+        if (named_layer(h->data_dir, h->name, &upper, &work) < 0)
+            return cli_fail("out of memory"), LAUNCH_EXIT_FAILED;
+    }
+    if (cli_open_store(ctx, &st) < 0)
+        return LAUNCH_EXIT_FAILED;
+    if (!h->name) {
+        struct image_record img = {0};
+        int r = launch_resolve_image(st, image, o->pull, run_pull_with_helper, ctx, &img, &e);
+        if (r >= 0 && run_take_image(&o->c, &img) < 0)
+            r = errmsg_set(&e, -ENOMEM, "out of memory");
+        image_record_done(&img);
+        if (r < 0)
+            return cli_fail("%s", e.text), LAUNCH_EXIT_FAILED;
+    }
+    struct launch_request req = {
+        .c = &o->c,
+        .config = &ctx->config,
+        .host_env = environ,
+        .upper_dir = upper,
+        .work_dir = work,
+        .hold_fd = h->fd,
+        .on_held = on_held,
+        .userdata = h,
+    };
+    int code;
+    int r = launch_container(st, &req, &code, &e);
+    if (h->name) {
+        _cleanup_free_ char *dir = container_dir(h->data_dir, h->name), *path = NULL;
+        if (dir && asprintf(&path, "%s/" HOLD_FILE, dir) >= 0)
+            (void)unlink(path);
+    }
+    if (r < 0)
+        return cli_fail("%s", e.text), code;
+    return 0;
+}
+
+int cmd_hold(int argc, char **argv, struct cli_ctx *ctx)
+{
+    const struct cli_command *cmd = cli_command_find("hold");
+    struct run_opts o = {.c = {.remap_root = ctx->config.remap_root}, .hold_fd = -1};
+    int rc = LAUNCH_EXIT_FAILED;
+    o.c.user_env = strv_new();
+    o.c.mounts = strv_new();
+    int i = run_parse_options(argc, argv, cmd, &o);
+    if (i <= 0) {
+        rc = -i;
+        goto out;
+    }
+    if (o.hold_fd < 0) {
+        rc = cli_usage(cmd, "--fd is required");
+        goto out;
+    }
+    if ((o.create_only || o.join) && !o.c.name) {
+        rc = cli_usage(cmd, "--create-only and --join go with --name");
+        goto out;
+    }
+    if (i < argc && !(o.c.args = strv_copy(argv + i + 1))) {
+        rc = cli_fail("out of memory");
+        goto out;
+    }
+    /* Not a child's stdin or stdout: the line would go astray. */
+    (void)fcntl(o.hold_fd, F_SETFD, FD_CLOEXEC);
+    struct hold_ctx h = {
+        .fd = o.hold_fd,
+        .data_dir = o.data_dir ? o.data_dir : ctx->config.data_dir,
+        .name = o.c.name,
+        .remap_root = o.c.remap_root,
+    };
+    rc = hold_container(ctx, &o, i < argc ? argv[i] : NULL, &h);
+out:
+    container_done(&o.c);
+    free(o.data_dir);
+    return rc;
+}
