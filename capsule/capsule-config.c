@@ -261,6 +261,32 @@ static char *clean_target(const char *path)
     return out;
 }
 
+/* A tmpfs's options ("size=1G,mode=1777,ro"): "ro" becomes MOUNT_RO, the rest goes to the
+ * kernel, which names what it does not take when the container starts. */
+static int tmpfs_options(const char *s, const char *opts, char **ret, unsigned *flags,
+                         struct errmsg *e)
+{
+    _cleanup_free_ char *copy = strdup(opts ? opts : ""), *out = malloc(strlen(opts ? opts : "") + 1);
+    if (!copy || !out)
+        return -ENOMEM;
+    out[0] = '\0';
+    for (char *save = NULL, *o = strtok_r(copy, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+        if (strcmp(o, "ro") == 0) {
+            *flags |= MOUNT_RO;
+            continue;
+        }
+        if (strcmp(o, "rw") == 0)
+            continue;
+        if (strpbrk(o, " \t\n"))
+            return errmsg_set(e, -EINVAL, "mount '%s': tmpfs option '%s' has blanks", s, o);
+        if (*out)
+            strcat(out, ",");
+        strcat(out, o);
+    }
+    *ret = TAKE_PTR(out);
+    return 0;
+}
+
 int capsule_parse_mount(const char *s, struct mount_entry *ret, struct errmsg *e)
 {
     _cleanup_free_ char *copy = strdup(s);
@@ -268,20 +294,30 @@ int capsule_parse_mount(const char *s, struct mount_entry *ret, struct errmsg *e
         return -ENOMEM;
     char *src = copy, *dst = strchr(copy, ':'), *mode = NULL;
     if (!dst)
-        return errmsg_set(e, -EINVAL, "mount '%s': expected SRC:DST[:ro|rw]", s);
+        return errmsg_set(e, -EINVAL, "mount '%s': expected SRC:DST[:ro|rw] or tmpfs:DST[:OPTIONS]",
+                          s);
     *dst++ = '\0';
+    bool tmpfs = strcmp(src, "tmpfs") == 0;
+    /* A tmpfs's options hold no ':' but may hold '=' and ','; a bind's mode is one word. */
     if ((mode = strchr(dst, ':')))
         *mode++ = '\0';
-    if (src[0] != '/')
+    if (src[0] != '/' && !tmpfs)
         return errmsg_set(e, -EINVAL, "mount '%s': source '%s' is not an absolute path", s, src);
     if (dst[0] != '/')
         return errmsg_set(e, -EINVAL, "mount '%s': target '%s' is not an absolute path", s, dst);
-    unsigned flags = MOUNT_REC;
-    if (mode && strcmp(mode, "ro") == 0)
+    unsigned flags = tmpfs ? MOUNT_TMPFS : MOUNT_REC;
+    char *source = NULL;
+    if (tmpfs) {
+        int r = tmpfs_options(s, mode, &source, &flags, e);
+        if (r < 0)
+            return r;
+    } else if (mode && strcmp(mode, "ro") == 0)
         flags |= MOUNT_RO;
     else if (mode && strcmp(mode, "rw") != 0)
         return errmsg_set(e, -EINVAL, "mount '%s': '%s' is not ro or rw", s, mode);
-    char *source = strdup(src), *target = clean_target(dst);
+    if (!tmpfs)
+        source = strdup(src);
+    char *target = clean_target(dst);
     if (!source || !target) {
         free(source);
         free(target);

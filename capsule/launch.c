@@ -78,7 +78,7 @@ static int protect_capsule_state(struct store *st, const struct launch_request *
     }
     for (size_t i = 0; i < s->n_user_mounts; i++) {
         char real[PATH_MAX];
-        if (!realpath(s->mounts[i].source, real))
+        if ((s->mounts[i].flags & MOUNT_TMPFS) || !realpath(s->mounts[i].source, real))
             continue;
         for (size_t k = 0; s->protect[k]; k++)
             if (path_within(real, s->protect[k]))

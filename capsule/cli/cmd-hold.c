@@ -155,6 +155,8 @@ static int claim_named(struct cli_ctx *ctx, struct run_opts *o, const char *imag
         if (r == 0) {
             if (o->create_only)
                 r = errmsg_set(&e, -EEXIST, "container '%s' already exists", h->name);
+            else if (!rec.running && o->join_only)
+                r = errmsg_set(&e, -ESRCH, "container '%s' is not running", h->name);
             else if (rec.running && o->join)
                 r = join_held(h, &rec) == 0 ? 1 : -1;
             else if ((r = container_lock(data, h->name, ret_lock, &e)) >= 0 &&
@@ -167,6 +169,8 @@ static int claim_named(struct cli_ctx *ctx, struct run_opts *o, const char *imag
         }
         if (r != -ENOENT)
             return -cli_fail("%s", e.text);
+        if (o->join_only)
+            return -cli_fail("container '%s' is not running", h->name);
         if (!image)
             return -cli_fail("no container '%s' and no image to create it from", h->name);
         struct image_record img = {0};
@@ -277,7 +281,7 @@ int cmd_hold(int argc, char **argv, struct cli_ctx *ctx)
         goto out;
     }
     if ((o.create_only || o.join) && !o.c.name) {
-        rc = cli_usage(cmd, "--create-only and --join go with --name");
+        rc = cli_usage(cmd, "--create-only, --join and --join-only go with --name");
         goto out;
     }
     if (i < argc && !(o.c.args = strv_copy(argv + i + 1))) {

@@ -56,6 +56,7 @@ static const char run_help_hold[] =
     "  --create-only          with --name: fail when NAME exists\n"
     "  --join                 with --name: when NAME is held already, say so with the holder's\n"
     "                         line (\"joined\": true) instead of failing\n"
+    "  --join-only            with --name: join NAME, and fail when it is not held\n"
     "  --data-dir DIR         where named containers live (default: the config's data_dir)\n";
 
 static int set_string(char **dst, const char *v)
@@ -141,6 +142,9 @@ static int apply_option(int c, const char *arg, struct run_opts *o, struct errms
     case 'J':
         o->join = true;
         return 0;
+    case 'O':
+        o->join = o->join_only = true;
+        return 0;
     case 'D':
         return set_string(&o->data_dir, arg);
     default:
@@ -172,6 +176,7 @@ int run_parse_options(int argc, char **argv, const struct cli_command *cmd, stru
         {"fd", required_argument, NULL, 'F'},
         {"create-only", no_argument, NULL, 'C'},
         {"join", no_argument, NULL, 'J'},
+        {"join-only", no_argument, NULL, 'O'},
         {"data-dir", required_argument, NULL, 'D'},
         {0},
     };

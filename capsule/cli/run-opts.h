@@ -14,7 +14,7 @@ struct run_opts {
     bool help, detach, rm, tty;
     /* hold only (cmd-hold.c) */
     int hold_fd; /* -1: not given */
-    bool create_only, join;
+    bool create_only, join, join_only;
     char *data_dir; /* NULL: the config's */
 };
 

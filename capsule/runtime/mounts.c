@@ -702,7 +702,8 @@ int mounts_host_root_prepare(const struct run_spec *spec, struct mounts_host_roo
         return errmsg_set(e, negative_errno(), "stat /: %m");
     for (size_t i = 0; i < spec->n_mounts; i++) {
         const struct mount_entry *m = &spec->mounts[i];
-        if (!m->source || stat(m->source, &st) < 0 || st.st_dev != root.st_dev ||
+        if (!m->source || (m->flags & MOUNT_TMPFS) || stat(m->source, &st) < 0 ||
+            st.st_dev != root.st_dev ||
             st.st_ino != root.st_ino)
             continue;
         if (!ret->trees) {
@@ -743,6 +744,23 @@ static int bind_host_root(struct setup *s, int tree, const struct mount_entry *m
     return 0;
 }
 
+/* A spec's tmpfs (--mount tmpfs:/x:size=1G). */
+static int mount_tmpfs(struct setup *s, const struct mount_entry *m, struct errmsg *e)
+{
+    _cleanup_close_ int t = mounts_make_in_root(s->root_fd, &s->own, m->target, true, true);
+    if (t < 0)
+        return mount_point_fail(s, t, "tmpfs", m->target, e);
+    int r = check_spec_target(s, t, "tmpfs", m->target, e);
+    if (r < 0)
+        return r;
+    unsigned long flags = MS_NOSUID | MS_NODEV | ((m->flags & MOUNT_RO) ? MS_RDONLY : 0);
+    struct mounts_fd_buf p;
+    if (mount("tmpfs", mounts_fd_path(t, &p), "tmpfs", flags, m->source[0] ? m->source : NULL) < 0)
+        return errmsg_set(e, negative_errno(), "mount tmpfs on '%s'%s%s: %m", m->target,
+                          m->source[0] ? " with " : "", m->source);
+    return 0;
+}
+
 static int setup_spec(struct setup *s, const struct run_spec *spec,
                       const struct mounts_host_root *host, struct errmsg *e)
 {
@@ -752,8 +770,9 @@ static int setup_spec(struct setup *s, const struct run_spec *spec,
             return errmsg_set(e, -EINVAL, "mount '%s': the target must be an absolute path",
                               m->source ? m->source : "(no source)");
         int tree = host && i < host->n ? host->trees[i] : -1;
-        int r = tree >= 0 ? bind_host_root(s, tree, m, e)
-                          : bind_at(s, m->source, m->target, m->flags | BIND_SPEC | BIND_RECORD, e);
+        int r = (m->flags & MOUNT_TMPFS) ? mount_tmpfs(s, m, e)
+                : tree >= 0             ? bind_host_root(s, tree, m, e)
+                            : bind_at(s, m->source, m->target, m->flags | BIND_SPEC | BIND_RECORD, e);
         if (r >= 0 && tree >= 0 &&
             (r = record_bind(s, host->root_dev, host->root_ino, m->target)) < 0)
             return errmsg_set(e, r, "out of memory");

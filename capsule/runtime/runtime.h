@@ -34,9 +34,10 @@ enum {
     MOUNT_RO = 1 << 0,       /* read-only bind */
     MOUNT_OPTIONAL = 1 << 1, /* skip silently when the source does not exist */
     MOUNT_REC = 1 << 2,      /* recursive bind (MS_REC) */
+    MOUNT_TMPFS = 1 << 3,    /* a new tmpfs, not a bind: source holds its options ("" none) */
 };
 
-/* A bind mount from the host into the container. target is an absolute path inside. Symlinks
+/* A bind mount from the host into the container (or a tmpfs, MOUNT_TMPFS). target is an absolute path inside. Symlinks
  * in target are resolved inside the container root, never on the host. */
 struct mount_entry {
     char *source;

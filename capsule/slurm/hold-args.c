@@ -1,0 +1,201 @@
+#include "capsule/slurm/hold-args.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "lib/macro.h"
+#include "lib/strv.h"
+
+int hold_args_check(const struct pyxis_args *a, const struct plugin_config *c, struct errmsg *e)
+{
+    if (a->entrypoint == 1 || (a->entrypoint < 0 && c->execute_entrypoint))
+        return errmsg_set(e, -EINVAL,
+                          "running the image's entrypoint is not supported yet; use "
+                          "--no-container-entrypoint or run it in the command");
+    if (a->save)
+        return errmsg_set(e, -EINVAL, "--container-save is not supported yet");
+    return 0;
+}
+
+char *hold_job_dir(const char *runtime_path, uid_t uid, uint32_t job_id)
+{
+    char *p;
+    return asprintf(&p, "%s/%u/jobs/%u", runtime_path, (unsigned)uid, job_id) < 0 ? NULL : p;
+}
+
+char *hold_global_dir(const char *runtime_path, uid_t uid)
+{
+    char *p;
+    return asprintf(&p, "%s/%u/global", runtime_path, (unsigned)uid) < 0 ? NULL : p;
+}
+
+bool hold_env_is_the_jobs(const char *name)
+{
+    return strncmp(name, "SLURM_", 6) == 0 || strncmp(name, "PMI_", 4) == 0 ||
+           strncmp(name, "PMIX_", 5) == 0;
+}
+
+static int push2(char ***argv, const char *a, const char *b)
+{
+    return strv_push(argv, a) < 0 || strv_push(argv, b) < 0 ? -ENOMEM : 0;
+}
+
+/* A host path as the mount needs it: relative ones from the job's working directory. */
+static char *host_path(const char *src, char *const *job_env)
+{
+    const char *pwd = strv_env_get(job_env, "PWD");
+    char *p;
+    if (src[0] == '/')
+        return strdup(src);
+    return asprintf(&p, "%s/%s", pwd ? pwd : "/", src) < 0 ? NULL : p;
+}
+
+static int add_mount(char ***argv, const struct pyxis_mount *m, char *const *job_env,
+                     struct errmsg *e)
+{
+    _cleanup_free_ char *dst = NULL, *value = NULL, *src = NULL;
+    if (asprintf(&dst, "%s%s", m->dst[0] == '/' ? "" : "/", m->dst) < 0)
+        return -ENOMEM;
+    if (!m->src) {
+        if (asprintf(&value, "tmpfs:%s:%s%s%s", dst, m->tmpfs_options ? m->tmpfs_options : "",
+                     m->tmpfs_options && m->ro ? "," : "", m->ro ? "ro" : "") < 0)
+            return -ENOMEM;
+        return push2(argv, "--mount", value);
+    }
+    if (!(src = host_path(m->src, job_env)))
+        return -ENOMEM;
+    struct stat s;
+    if (stat(src, &s) < 0 && (errno == ENOENT || errno == ENOTDIR))
+        return errmsg_set(e, -ENOENT, "--container-mounts: source path does not exist: %s",
+                          m->src);
+    if (asprintf(&value, "%s:%s%s", src, dst, m->ro ? ":ro" : "") < 0)
+        return -ENOMEM;
+    return push2(argv, "--mount", value);
+}
+
+/* The directory of the PMIx server of the step, when Slurm made one: MPI inside needs it. */
+static int add_slurm_mounts(char ***argv, const struct hold_step *st)
+{
+    _cleanup_free_ char *script = NULL;
+    if (st->batch_script &&
+        (asprintf(&script, "%s:%s:ro", st->batch_script, st->batch_script) < 0 ||
+         push2(argv, "--mount", script) < 0))
+        return -ENOMEM;
+    static const char *const dirs[] = {"PMIX_SERVER_TMPDIR", "SLURM_PMIX_TMPDIR"};
+    for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+        const char *d = strv_env_get(st->job_env, dirs[i]);
+        struct stat s;
+        _cleanup_free_ char *value = NULL;
+        if (!d || d[0] != '/' || stat(d, &s) < 0 || !S_ISDIR(s.st_mode))
+            continue;
+        if (asprintf(&value, "%s:%s", d, d) < 0 || push2(argv, "--mount", value) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* --gpus from the step's allocation. */
+static int add_gpus(char ***argv, char *const *job_env)
+{
+    static const char *const vars[] = {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS",
+                                       "CUDA_VISIBLE_DEVICES"};
+    const char *gpus = NULL;
+    for (size_t i = 0; i < ELEMENTSOF(vars) && !gpus; i++)
+        gpus = strv_env_get(job_env, vars[i]);
+    return push2(argv, "--gpus", gpus && *gpus ? gpus : "none");
+}
+
+static int add_name(char ***argv, const struct pyxis_args *a)
+{
+    static const char *const flag[] = {
+        [PYXIS_NAME_AUTO] = "--join",
+        [PYXIS_NAME_CREATE] = "--create-only",
+        [PYXIS_NAME_EXEC] = "--join-only",
+        [PYXIS_NAME_NO_EXEC] = NULL,
+    };
+    if (push2(argv, "--name", a->name) < 0)
+        return -ENOMEM;
+    return flag[a->name_flag] && strv_push(argv, flag[a->name_flag]) < 0 ? -ENOMEM : 0;
+}
+
+static int build_argv(const struct pyxis_args *a, const struct plugin_config *c,
+                      const struct hold_step *st, char ***argv, struct errmsg *e)
+{
+    _cleanup_free_ char *data = a->name && c->scope == PLUGIN_SCOPE_GLOBAL
+                                    ? hold_global_dir(c->runtime_path, st->uid)
+                                    : hold_job_dir(c->runtime_path, st->uid, st->job_id);
+    if (!data || strv_push(argv, "-q") < 0 || strv_push(argv, "hold") < 0 ||
+        push2(argv, "--fd", "3") < 0 || push2(argv, "--data-dir", data) < 0)
+        return -ENOMEM;
+    int r = a->name ? add_name(argv, a) : 0;
+    if (r >= 0 && a->mount_home == 0)
+        r = strv_push(argv, "--no-home");
+    if (r >= 0 && a->remap_root >= 0)
+        r = strv_push(argv, a->remap_root ? "--remap-root" : "--no-remap-root");
+    if (r >= 0 && a->writable == 1)
+        r = strv_push(argv, "--writable");
+    for (size_t i = 0; r >= 0 && i < a->n_mounts; i++)
+        r = add_mount(argv, &a->mounts[i], st->job_env, e);
+    if (r >= 0)
+        r = add_slurm_mounts(argv, st);
+    if (r >= 0)
+        r = add_gpus(argv, st->job_env);
+    if (r >= 0 && a->image)
+        r = strv_push(argv, a->image);
+    return r;
+}
+
+static int build_env(const struct pyxis_args *a, char *const *job_env, char ***ret)
+{
+    static const char *const dropped[] = {"PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", NULL};
+    static const char *const locale[] = {"LANG", "LANGUAGE", "LC_ALL", NULL};
+    _cleanup_strv_free_ char **env = strv_new();
+    if (!env)
+        return -ENOMEM;
+    for (char *const *kv = job_env; kv && *kv; kv++) {
+        const char *eq = strchr(*kv, '=');
+        _cleanup_free_ char *name = eq ? strndup(*kv, (size_t)(eq - *kv)) : NULL;
+        if (!eq)
+            continue;
+        if (!name)
+            return -ENOMEM;
+        if (strv_contains((char *const *)dropped, name) ||
+            (strv_contains((char *const *)locale, name) && !strv_contains(a->env_names, name)))
+            continue;
+        if (strv_push(&env, *kv) < 0)
+            return -ENOMEM;
+    }
+    if (strv_env_set(&env, "PATH", "/usr/local/bin:/usr/bin:/bin") < 0)
+        return -ENOMEM;
+    *ret = TAKE_PTR(env);
+    return 0;
+}
+
+int hold_args_build(const struct pyxis_args *a, const struct plugin_config *c,
+                    const struct hold_step *st, const char *program, struct hold_request *ret,
+                    struct errmsg *e)
+{
+    struct hold_request req = {.program = strdup(program), .argv = strv_new()};
+    int r = req.program && req.argv && strv_push(&req.argv, program) >= 0 ? 0 : -ENOMEM;
+    if (r >= 0)
+        r = build_argv(a, c, st, &req.argv, e);
+    if (r >= 0)
+        r = build_env(a, st->job_env, &req.env);
+    if (r < 0) {
+        hold_request_done(&req);
+        return r == -ENOMEM ? errmsg_set(e, r, "out of memory") : r;
+    }
+    *ret = req;
+    return 0;
+}
+
+void hold_request_done(struct hold_request *r)
+{
+    free(r->program);
+    strv_free(r->argv);
+    strv_free(r->env);
+    *r = (struct hold_request){0};
+}

@@ -1,0 +1,61 @@
+/* From Pyxis' options and the step to `capsule hold`'s command line and environment: what
+ * capsule is asked for a step (step.h runs it). Pure: tested without Slurm.
+ *
+ *   data dir   runtime_path/UID/jobs/JOBID (unnamed containers, and named ones with
+ *              container_scope=job), runtime_path/UID/global (named, container_scope=global)
+ *   name       auto: --join (a held one is joined, a kept one used, else created);
+ *              create: --create-only; exec: --join-only; no_exec: neither (a held one is
+ *              refused: two overlays cannot share one writable layer)
+ *   mounts     binds as --mount SRC:DST[:ro] (SRC relative to the job's working directory, DST
+ *              relative to /), tmpfs as --mount tmpfs:DST:OPTS; a source that does not exist is an
+ *              error naming it; the batch script (batch step) and the PMIx server's directory
+ *              are bound where Slurm has them, so that the script and MPI work inside
+ *   GPUs       --gpus from the step's allocation (SLURM_STEP_GPUS, else SLURM_JOB_GPUS, else
+ *              CUDA_VISIBLE_DEVICES, as indexes); none when the step has none
+ *   env        the job's, less PATH, LD_LIBRARY_PATH, LD_PRELOAD (capsule is the admin's
+ *              program, run with a plain PATH) and LANG, LANGUAGE, LC_ALL unless
+ *              --container-env names them (Pyxis' rule: the host's locale is rarely in the
+ *              image) */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "capsule/slurm/plugin-config.h"
+#include "capsule/slurm/pyxis-args.h"
+#include "lib/errmsg.h"
+
+struct hold_step {
+    uid_t uid;
+    gid_t gid;
+    uint32_t job_id, step_id;
+    char *const *job_env;
+    bool batch;
+    const char *batch_script; /* the batch step's script, on the host */
+};
+
+struct hold_request {
+    char *program;
+    char **argv;
+    char **env;
+};
+
+/* What can be refused before anything starts (in srun, sbatch, salloc): options this plugin
+ * does not offer yet. 0 or -EINVAL with a message. */
+int hold_args_check(const struct pyxis_args *a, const struct plugin_config *c, struct errmsg *e);
+
+/* The hold for the step. 0, -ENOENT ("--container-mounts: source path does not exist: /x"),
+ * -EINVAL, -ENOMEM. */
+int hold_args_build(const struct pyxis_args *a, const struct plugin_config *c,
+                    const struct hold_step *st, const char *program, struct hold_request *ret,
+                    struct errmsg *e);
+void hold_request_done(struct hold_request *r);
+
+/* The step's own variables, which a task keeps whatever the container's environment says
+ * (SLURM_*, PMI_*, PMIX_*: per task or per step, the image cannot know them). */
+bool hold_env_is_the_jobs(const char *name);
+
+/* runtime_path/UID/jobs/JOBID and runtime_path/UID/global, malloc'd; NULL: out of memory. */
+char *hold_job_dir(const char *runtime_path, uid_t uid, uint32_t job_id);
+char *hold_global_dir(const char *runtime_path, uid_t uid);

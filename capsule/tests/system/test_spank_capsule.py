@@ -1,0 +1,202 @@
+"""spank_capsule.so in a real Slurm (slurmctld + slurmd on this host, tests/pylib/slurmtest.py),
+used as Pyxis is: srun, salloc and sbatch with --container-* flags, as an ordinary user, with the
+test images in a real registry. What a user relies on: the command runs in the image as
+themselves, the tasks of a step share one container, named containers live on across the steps
+of a job, mounts and workdir and environment follow Pyxis' rules, errors stop the step at once
+with one readable line, and nothing is left behind."""
+
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import capsuleutil as cu
+import slurmtest
+
+IMAGE_TAG = "multi:1"
+
+pytestmark = pytest.mark.skipif(slurmtest.missing() is not None,
+                                reason=f"Slurm is not installed ({slurmtest.missing()})")
+
+
+class World:
+    def __init__(self, images, users):
+        self.dir = cu.short_tmpdir("capsule-slurm-")
+        os.chmod(self.dir, 0o755)
+        self.reg = cu.Registry(self.dir / "registry")
+        images.push("multi", self.reg.host, IMAGE_TAG)
+        images.push("other", self.reg.host, "other:1")
+        self.image = f"{self.reg.host}/{IMAGE_TAG}"
+        self.user = users.user("slurm")
+        self.home = cu.Home(self.dir / "user", owner=self.user)
+        os.chmod(self.dir / "user", 0o755)
+        plugin = cu.need_built(cu.build_dir() / "capsule" / "spank_capsule.so", "spank_capsule.so")
+        self.runtime = self.dir / "run"
+        capsule = cu.capsule_binary(self.user)
+        self.slurm = slurmtest.Slurm(
+            self.dir / "slurm",
+            plugstack=f"required {plugin} runtime_path={self.runtime} capsule={capsule}")
+
+    def env(self, extra=None):
+        e = {k: v for k, v in os.environ.items() if k not in cu.GPU_REQUEST_VARIABLES
+             and not k.startswith(("SLURM_", "PYXIS_"))}
+        e.update(self.home.env())
+        e["SLURM_CONF"] = str(self.slurm.conf)
+        e.update(extra or {})
+        return e
+
+    def run(self, *argv, env=None, timeout=120):
+        r = subprocess.run(cu.as_user(self.user, argv), capture_output=True, text=True,
+                           env=self.env(env), cwd=self.home.home, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+        assert not any(m in r.stdout + r.stderr for m in cu.SANITIZER_MARKERS), r.stderr
+        return r
+
+    def srun(self, *args, **kw):
+        return self.run("srun", "-N1", *args, **kw)
+
+    def close(self):
+        self.slurm.stop()
+        self.reg.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def world(images, capsule_users):
+    w = World(images, capsule_users)
+    yield w
+    w.close()
+
+
+def ok(r, world=None):
+    assert r.returncode == 0, (f"exit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}" +
+                               (("\n" + world.slurm.logs()) if world else ""))
+    return r
+
+
+def holders():
+    """capsule processes holding a container, anywhere on the host."""
+    r = subprocess.run(["pgrep", "-f", "capsule -q hold"], capture_output=True, text=True)
+    return r.stdout.split()
+
+
+def test_srun_runs_the_command_in_the_image_as_the_user(world):
+    r = ok(world.srun(f"--container-image={world.image}", "sh", "-c",
+                      'cat /etc/hello; id -u; echo "$A"; echo "$SLURM_JOB_ID"; pwd'), world)
+    lines = r.stdout.splitlines()
+    assert lines[0] == "changed"  # the image's file, from its second layer
+    assert lines[1] == str(world.user[0])
+    assert lines[2] == "1"  # the image's Env
+    assert lines[3].isdigit()  # Slurm's environment reaches the task
+    assert lines[4] == "/data"  # the image's WorkingDir, as Pyxis does without --container-workdir
+
+
+def test_tasks_of_a_step_share_one_container(world):
+    r = ok(world.srun("-n2", f"--container-image={world.image}", "sh", "-c",
+                      'echo "$SLURM_PROCID $(readlink /proc/self/ns/mnt)"'), world)
+    lines = sorted(r.stdout.splitlines())
+    assert [l.split()[0] for l in lines] == ["0", "1"]
+    ns = {l.split()[1] for l in lines}
+    assert len(ns) == 1 and ns != {os.readlink("/proc/self/ns/mnt")}
+
+
+def test_sbatch_runs_the_script_in_the_container(world, tmp_path):
+    script = world.home.home / "job.sh"
+    script.write_text(f"#!/bin/sh\n#SBATCH --container-image={world.image}\ncat /etc/hello\n")
+    out = world.home.home / "out.txt"
+    world.home.chown()
+    ok(world.run("sbatch", "--wait", "-o", str(out), str(script)), world)
+    assert out.read_text() == "changed\n"
+    script.write_text("#!/bin/sh\ncat /etc/other\n")
+    world.home.chown()
+    ok(world.run("sbatch", "--wait", "-o", str(out),
+                 f"--container-image={world.reg.host}/other:1", str(script)), world)
+    assert out.read_text() == "other\n"
+
+
+def test_named_container_lives_across_steps_of_a_job(world):
+    script = (f"srun --container-image={world.image} --container-name=dev --container-writable "
+              "sh -c 'echo made > /etc/mark' && "
+              "srun --container-name=dev cat /etc/mark && "
+              f"srun --container-image={world.image} --container-name=dev:create true; "
+              "echo create=$?")
+    r = ok(world.run("salloc", "-n1", "sh", "-c", script), world)
+    assert "made" in r.stdout and "create=1" in r.stdout, r.stdout + r.stderr
+    assert "already exists" in r.stderr
+    # A job's named containers go with the job (container_scope=job).
+    r = world.srun("--container-name=dev", "true")
+    assert r.returncode != 0 and "no image to create it from" in r.stderr, r.stderr
+
+
+def test_mounts_workdir_and_env(world, tmp_path):
+    data = world.dir / "shared data"
+    data.mkdir(exist_ok=True)
+    (data / "f").write_text("host file\n")
+    os.chmod(data, 0o755)
+    r = ok(world.srun(f"--container-image={world.image}",
+                      f"--container-mounts={data}:/in:ro,tmpfs:/scratch:size=1M",
+                      "--container-workdir=/in", "sh", "-c",
+                      "cat f; pwd; echo x > /in/g; echo w=$?; echo y > /scratch/t && cat /scratch/t"),
+           world)
+    assert r.stdout.splitlines()[:2] == ["host file", "/in"]
+    assert "w=1" in r.stdout and "y" in r.stdout.splitlines()[-1]
+    r = world.srun(f"--container-image={world.image}", "--container-mounts=/no/such/dir:/x", "true")
+    assert r.returncode != 0 and "source path does not exist: /no/such/dir" in r.stderr, r.stderr
+    # The image's A wins over the job's, unless --container-env names it.
+    r = ok(world.srun(f"--container-image={world.image}", "sh", "-c", 'echo "$A"',
+                      env={"A": "job"}), world)
+    assert r.stdout == "1\n"
+    r = ok(world.srun(f"--container-image={world.image}", "--container-env=A", "sh", "-c",
+                      'echo "$A"', env={"A": "job"}), world)
+    assert r.stdout == "job\n"
+
+
+def test_pyxis_environment_defaults(world):
+    r = ok(world.srun("sh", "-c", "cat /etc/hello",
+                      env={"PYXIS_CONTAINER_IMAGE": world.image}), world)
+    assert r.stdout == "changed\n"
+    # The command line wins.
+    r = ok(world.srun(f"--container-image={world.reg.host}/other:1", "cat", "/etc/other",
+                      env={"PYXIS_CONTAINER_IMAGE": world.image}), world)
+    assert r.stdout == "other\n"
+    r = world.srun("true", env={"PYXIS_CONTAINER_IMAGE": world.image,
+                                "PYXIS_CONTAINER_WRITABLE": "maybe"})
+    assert r.returncode != 0 and "PYXIS_CONTAINER_WRITABLE" in r.stderr, r.stderr
+
+
+def test_invalid_arguments_are_refused_before_anything_starts(world):
+    for args, said in [
+        (["--container-name=a:later"], 'flag must be "auto"'),
+        (["--container-mounts=/tmp:"], "invalid format: /tmp:"),
+        (["--container-image=Not/Valid"], "--container-image"),
+        (["--container-writable", "--container-readonly"], "both --container-writable"),
+        (["--container-image=x", "--container-image=y"], "specified multiple times"),
+    ]:
+        t0 = time.monotonic()
+        r = world.srun(*args, "true")
+        assert r.returncode != 0 and said in r.stderr, (args, r.stderr)
+        assert time.monotonic() - t0 < 30
+
+
+def test_a_bad_image_fails_the_step_fast_with_one_line(world):
+    t0 = time.monotonic()
+    r = world.srun("--container-image=127.0.0.1:1/nothing/here:1", "echo", "ran")
+    assert r.returncode != 0 and "ran" not in r.stdout
+    assert "capsule:" in r.stderr and "nothing/here" in r.stderr, r.stderr
+    assert time.monotonic() - t0 < 60
+    assert not holders()
+
+
+def test_scancel_leaves_nothing_behind(world):
+    job = world.run("sbatch", "--parsable", f"--container-image={world.image}",
+                    "--container-name=long", "--wrap", "sleep 300")
+    ok(job, world)
+    jid = job.stdout.strip().split(";")[0]
+    cu.wait_for(lambda: holders(), 60, "the batch step's container")
+    ok(world.run("scancel", jid))
+    cu.wait_for(lambda: not holders(), 60, "the container to go with the job")
+    job_dir = world.runtime / str(world.user[0]) / "jobs" / jid
+    cu.wait_for(lambda: not job_dir.exists(), 60, "the job's epilog to remove its folder")
