@@ -21,6 +21,8 @@ PACKAGES=(
     # system tests and their real peers (TESTBED.md)
     python3 python3-pytest python3-requests docker.io busybox-static socat prometheus
     docker-registry skopeo umoci apache2-utils python3-cryptography python3-jwt
+    # the Slurm plugin (spank.h) and the real Slurm its tests run
+    libslurm-dev slurmctld slurmd slurm-client
     curl util-linux passwd procps
     # systemd-analyze verify checks the shipped units
     systemd

@@ -332,7 +332,10 @@ fi
 # ---- 5. system tests (background) and fuzz smoke runs, side by side ----
 if want system; then
     [ $have_plain = yes ] && system_tests_start "$PREFIX" "${JUST_BOOTED[@]}"
-    [ $have_asan = yes ] && system_tests_start "$ASAN_DIR"
+    # slurmd cannot load a plugin built with sanitizers: that run loads the plain build's
+    # (tests/pylib/slurmtest.py), with the sanitized capsule behind it.
+    [ $have_asan = yes ] && system_tests_start "$ASAN_DIR" \
+        env GPUNODE_SPANK_PLUGIN="$ROOT/$PREFIX/capsule/spank_capsule.so"
     note "system tests started in the background (logs: */system-tests.log)"
 fi
 if want fuzz && [ -f "$FUZZ_DIR/build.ninja" ]; then

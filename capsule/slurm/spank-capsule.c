@@ -279,6 +279,11 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
     uid_t uid;
     uint32_t job;
     struct errmsg e = {{0}};
+    /* The epilog's process may not have been through init. */
+    if (!config.runtime_path && plugin_config_parse(ac, av, &config, &e) < 0) {
+        slurm_error("capsule: epilog: plugstack.conf: %s", e.text);
+        return 0;
+    }
     if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS) {
         slurm_error("capsule: epilog: couldn't get the job's uid and id");

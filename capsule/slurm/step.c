@@ -44,10 +44,13 @@ static int failure(const char *err, size_t n, int status, const char *program, s
         const char *nl = memchr(p, '\n', (size_t)(err + n - p));
         size_t l = nl ? (size_t)(nl - p) : (size_t)(err + n - p);
         /* capsule's own lines; a usage line is for people at a terminal */
-        if (l && strncmp(p, "usage:", 6) != 0 && len + l + 3 < sizeof(msg)) {
+        /* The plugin says "capsule: " itself. */
+        size_t skip = l >= 9 && strncmp(p, "capsule: ", 9) == 0 ? 9 : 0;
+        if (l > skip && strncmp(p, "usage:", 6) != 0 && len + l + 3 < sizeof(msg)) {
             if (len)
                 len += (size_t)snprintf(msg + len, sizeof(msg) - len, "; ");
-            len += (size_t)snprintf(msg + len, sizeof(msg) - len, "%.*s", (int)l, p);
+            len += (size_t)snprintf(msg + len, sizeof(msg) - len, "%.*s", (int)(l - skip),
+                                    p + skip);
         }
         p += l + 1;
     }

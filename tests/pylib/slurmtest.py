@@ -51,6 +51,7 @@ class Slurm:
         (self.dir / "gres.conf").write_text(
             "NodeName=localhost Name=gpu File=/dev/zero\nNodeName=localhost Name=gpu File=/dev/full\n")
         env = {"SLURM_CONF": str(self.conf)}
+        self.daemon_env = env
         self.ctld = Proc(["slurmctld", "-D", "-i", "-f", self.conf], self.dir / "ctld.out", env=env)
         self.slurmd = Proc(["slurmd", "-D", "-f", self.conf], self.dir / "slurmd.out", env=env)
         try:
@@ -88,5 +89,24 @@ class Slurm:
     def restart_slurmd(self):
         self.slurmd.stop(timeout=10)
         self.slurmd = Proc(["slurmd", "-D", "-f", self.conf], self.dir / "slurmd.out",
-                           env={"SLURM_CONF": str(self.conf)})
+                           env=self.daemon_env)
         wait_for(self._idle, 60, "slurmd to come back")
+
+
+
+def plain_plugin(built):
+    """The SPANK plugin to load: `built` (the build under test's), or where that one carries a
+    sanitizer runtime, the plain build's that $GPUNODE_SPANK_PLUGIN names (scripts/test.sh sets
+    it for the sanitized run). slurmd and srun are not built with sanitizers, and a plugin that
+    needs their runtime cannot be loaded into them (nor into the epilog's slurmstepd, whose
+    environment slurmd makes, so no LD_PRELOAD gets there)."""
+    def sanitized(path):
+        r = subprocess.run(["ldd", str(path)], capture_output=True, text=True)
+        return "libasan" in r.stdout or "libubsan" in r.stdout
+    if not sanitized(built):
+        return built
+    other = os.environ.get("GPUNODE_SPANK_PLUGIN")
+    if not other or sanitized(other):
+        raise AssertionError(f"{built} is built with sanitizers and cannot be loaded into "
+                             "slurmd; set GPUNODE_SPANK_PLUGIN to a plain build's plugin")
+    return Path(other)

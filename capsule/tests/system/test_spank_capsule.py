@@ -33,7 +33,8 @@ class World:
         self.user = users.user("slurm")
         self.home = cu.Home(self.dir / "user", owner=self.user)
         os.chmod(self.dir / "user", 0o755)
-        plugin = cu.need_built(cu.build_dir() / "capsule" / "spank_capsule.so", "spank_capsule.so")
+        plugin = slurmtest.plain_plugin(
+            cu.need_built(cu.build_dir() / "capsule" / "spank_capsule.so", "spank_capsule.so"))
         self.runtime = self.dir / "run"
         capsule = cu.capsule_binary(self.user)
         self.slurm = slurmtest.Slurm(
@@ -77,9 +78,10 @@ def ok(r, world=None):
     return r
 
 
-def holders():
-    """capsule processes holding a container, anywhere on the host."""
-    r = subprocess.run(["pgrep", "-f", "capsule -q hold"], capture_output=True, text=True)
+def holders(world):
+    """The capsule processes holding a container for this Slurm's steps."""
+    r = subprocess.run(["pgrep", "-f", f"hold --fd 3 --data-dir {world.runtime}/"],
+                       capture_output=True, text=True)
     return r.stdout.split()
 
 
@@ -187,7 +189,7 @@ def test_a_bad_image_fails_the_step_fast_with_one_line(world):
     assert r.returncode != 0 and "ran" not in r.stdout
     assert "capsule:" in r.stderr and "nothing/here" in r.stderr, r.stderr
     assert time.monotonic() - t0 < 60
-    assert not holders()
+    assert not holders(world)
 
 
 def test_scancel_leaves_nothing_behind(world):
@@ -195,8 +197,11 @@ def test_scancel_leaves_nothing_behind(world):
                     "--container-name=long", "--wrap", "sleep 300")
     ok(job, world)
     jid = job.stdout.strip().split(";")[0]
-    cu.wait_for(lambda: holders(), 60, "the batch step's container")
+    cu.wait_for(lambda: holders(world), 60, "the batch step's container")
     ok(world.run("scancel", jid))
-    cu.wait_for(lambda: not holders(), 60, "the container to go with the job")
+    cu.wait_for(lambda: not holders(world), 60, "the container to go with the job")
     job_dir = world.runtime / str(world.user[0]) / "jobs" / jid
-    cu.wait_for(lambda: not job_dir.exists(), 60, "the job's epilog to remove its folder")
+    try:
+        cu.wait_for(lambda: not job_dir.exists(), 60, "the job's epilog to remove its folder")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{world.slurm.logs()}") from None
