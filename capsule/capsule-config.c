@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "capsule/image/capsule-limits.h"
+#include "capsule/image/mirror.h"
 #include "lib/config.h"
 #include "lib/macro.h"
 #include "lib/strv.h"
@@ -66,9 +67,10 @@ static int set_defaults(struct capsule_config *c)
         c->docker_config = NULL;
     c->driver_root = strdup("/");
     c->insecure_registries = strv_new();
+    c->registry_mirrors = strv_new();
     c->mounts = strv_new();
     if (!c->cache_dir || !c->data_dir || !c->credentials || !c->docker_config || !c->driver_root ||
-        !c->insecure_registries || !c->mounts)
+        !c->insecure_registries || !c->registry_mirrors || !c->mounts)
         return -ENOMEM;
     return 0;
 }
@@ -119,6 +121,17 @@ static int take_rootfs(struct config *f, struct capsule_config *c, struct errmsg
     else
         return errmsg_set(e, -EINVAL, "%s:%u: [capsule] rootfs: '%s' is not auto, overlay or copy",
                           config_path(f), config_line(f, SECTION, "rootfs"), v);
+    return 0;
+}
+
+static int check_mirrors(struct config *f, char *const *mirrors, struct errmsg *e)
+{
+    for (size_t i = 0; mirrors[i]; i++) {
+        int r = mirror_check(mirrors[i], e);
+        if (r < 0)
+            return errmsg_prefix(e, r, "%s:%u: [capsule] registry_mirrors", config_path(f),
+                                 config_line(f, SECTION, "registry_mirrors"));
+    }
     return 0;
 }
 
@@ -173,6 +186,8 @@ static int apply_file(const char *path, struct capsule_config *c, int slot, stru
         (r = take_path(f, "ca_file", &c->ca_file, e)) < 0 ||
         (r = take_path(f, "driver_root", &c->driver_root, e)) < 0 ||
         (r = take_list(f, "insecure_registries", &c->insecure_registries)) < 0 ||
+        (r = take_list(f, "registry_mirrors", &c->registry_mirrors)) < 0 ||
+        (r = check_mirrors(f, c->registry_mirrors, e)) < 0 ||
         (r = take_list(f, "mounts", &c->mounts)) < 0 || (r = check_mounts(f, c->mounts, e)) < 0 ||
         (r = take_rootfs(f, c, e)) < 0 || (r = apply_numbers(f, c, e)) < 0)
         return r;
@@ -224,6 +239,7 @@ void capsule_config_done(struct capsule_config *c)
     free(c->cache_dir);
     free(c->data_dir);
     strv_free(c->insecure_registries);
+    strv_free(c->registry_mirrors);
     free(c->credentials);
     free(c->docker_config);
     free(c->ca_file);

@@ -5,6 +5,9 @@
  *   cache_dir = PATH            image cache (store.h); default $XDG_CACHE_HOME/capsule
  *   data_dir = PATH             named containers; default $XDG_DATA_HOME/capsule
  *   insecure_registries = H H   hosts allowed over plain HTTP (loopback always is)
+ *   registry_mirrors = R=URL .. a mirror per registry, tried first by every pull
+ *                               (docker.io=http://127.0.0.1:5000 nvcr.io=https://mirror.site;
+ *                               image/mirror.h)
  *   credentials = PATH          netrc-style credentials; default ~/.config/capsule/credentials
  *   docker_config = PATH        default ~/.docker/config.json
  *   ca_file = PATH              extra CA bundle (PEM) for registries with a private CA
@@ -32,6 +35,7 @@ struct capsule_config {
     char *cache_dir;
     char *data_dir;
     char **insecure_registries; /* NULL-terminated, never NULL */
+    char **registry_mirrors;    /* "REGISTRY=URL", NULL-terminated, never NULL */
     char *credentials;
     char *docker_config;
     char *ca_file; /* NULL: the system's CAs only */

@@ -92,6 +92,7 @@ int cmd_pull(int argc, char **argv, struct cli_ctx *ctx)
         o.events = &events;
     }
     cli_registry_opts(ctx, &o.registry);
+    o.mirrors = ctx->config.registry_mirrors;
     o.parallel = ctx->config.parallel_downloads;
     o.max_layer_size = ctx->config.max_layer_size;
     o.max_unpacked_size = ctx->config.max_unpacked_size;

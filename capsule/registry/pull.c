@@ -1,6 +1,8 @@
 /* capsule pull: manifest, config and layers into the store; see pull.h. */
 #include "capsule/registry/pull.h"
 
+#include "capsule/image/mirror.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -14,8 +16,10 @@
 
 #include "capsule/image/capsule-limits.h"
 #include "capsule/image/digest.h"
+#include "lib/log.h"
 #include "lib/macro.h"
 #include "capsule/image/manifest.h"
+#include "capsule/image/mirror.h"
 #include "lib/rm-tree.h"
 #include "lib/units.h"
 #include "capsule/store/unpack.h"
@@ -376,6 +380,36 @@ static int pull_layers(struct store *s, struct registry *reg, const struct manif
     return r;
 }
 
+/* The registry (or mirror) the image comes from, with its manifest resolved: the mirror of the
+ * image's registry when it has the manifest, else the registry. */
+static int open_source(const struct image_ref *ref, const char *name, const struct pull_opts *o,
+                       struct registry **ret, struct registry_manifest *raw, struct manifest *m,
+                       struct errmsg *e)
+{
+    struct registry_opts ro = o->registry;
+    struct errmsg mirror_err = {{0}};
+    const char *mirror = ro.mirror = mirror_find(o->mirrors, ref->registry);
+    if (ro.mirror) {
+        int r = registry_open(ref, &ro, ret, e);
+        if (r >= 0 && (r = resolve_manifest(*ret, ref, name, o, raw, m, &mirror_err)) >= 0)
+            return 0;
+        registry_free(*ret);
+        *ret = NULL;
+        if (r == -ENOMEM || r == -ECANCELED)
+            return errmsg_set(e, r, "%s", mirror_err.text);
+        log_debug("mirror %s: %s; trying %s", ro.mirror, mirror_err.text, ref->registry);
+    }
+    ro.mirror = NULL;
+    int r = registry_open(ref, &ro, ret, e);
+    if (r >= 0)
+        r = resolve_manifest(*ret, ref, name, o, raw, m, e);
+    if (r < 0 && mirror_err.text[0]) {
+        struct errmsg origin = *e;
+        errmsg_set(e, r, "%s (the mirror %s failed too: %s)", origin.text, mirror, mirror_err.text);
+    }
+    return r;
+}
+
 int pull_image(struct store *s, const struct image_ref *ref, const struct pull_opts *o,
                struct image_record *ret, struct errmsg *e)
 {
@@ -386,12 +420,9 @@ int pull_image(struct store *s, const struct image_ref *ref, const struct pull_o
     if (image_ref_format(ref, &name) < 0)
         return errmsg_set(e, -ENOMEM, "out of memory");
     _cleanup_(registry_freep) struct registry *reg = NULL;
-    int r = registry_open(ref, &o->registry, &reg, e);
-    if (r < 0)
-        return r;
     struct registry_manifest raw = {0};
     struct manifest m = {0};
-    r = resolve_manifest(reg, ref, name, o, &raw, &m, e);
+    int r = open_source(ref, name, o, &reg, &raw, &m, e);
     if (r < 0)
         return r;
     struct image_record rec = {0};

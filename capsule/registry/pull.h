@@ -36,7 +36,10 @@ struct pull_events {
 };
 
 struct pull_opts {
-    struct registry_opts registry;
+    struct registry_opts registry; /* its mirror is ignored: mirrors below choose it */
+    /* capsule.conf's registry_mirrors (image/mirror.h): the image's registry's mirror is tried
+     * first, the registry itself when the mirror cannot give the manifest. May be NULL. */
+    char *const *mirrors;
     unsigned parallel;        /* layers fetched at once; 0 = 4 */
     const char *os;           /* NULL = "linux" */
     const char *architecture; /* NULL = this machine's, in GOARCH terms ("amd64", "arm64") */

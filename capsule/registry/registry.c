@@ -43,8 +43,17 @@ int registry_open(const struct image_ref *ref, const struct registry_opts *o, st
     pthread_mutex_init(&r->lock, NULL);
     r->lock_init = true;
     const char *host = image_ref_api_host(ref);
+    _cleanup_free_ char *mirror_host = NULL;
+    if (o->mirror) {
+        const char *h = strstr(o->mirror, "://");
+        if (!h || !(mirror_host = strndup(h + 3, strcspn(h + 3, "/"))) ||
+            asprintf(&r->base_url, "%.*s://%s", (int)(h - o->mirror), o->mirror, mirror_host) < 0)
+            return errmsg_set(e, h ? -ENOMEM : -EINVAL, "registry mirror '%s'", o->mirror);
+        host = mirror_host;
+    }
     int q = 0;
-    q |= strdup_or_null(ref->registry, &r->registry);
+    /* Credentials go to whom the requests go to: the mirror's host when there is one. */
+    q |= strdup_or_null(o->mirror ? mirror_host : ref->registry, &r->registry);
     q |= strdup_or_null(host, &r->api_host);
     q |= strdup_or_null(ref->repository, &r->repository);
     q |= strdup_or_null(ref->user, &r->user);

@@ -33,6 +33,10 @@ struct registry_opts {
     long connect_timeout_ms; /* 0 = 15 s */
     long stall_timeout_s;    /* abort a transfer under 1 KiB/s for this long; 0 = 60 */
     const char *ca_file;     /* extra CA bundle, NULL = system's */
+    /* A mirror to talk to instead of the reference's registry (image/mirror.h): "http[s]://
+     * host[:port]", used with the scheme given; credentials are those of the mirror's host.
+     * NULL: the registry itself. */
+    const char *mirror;
 };
 
 struct registry;

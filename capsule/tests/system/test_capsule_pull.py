@@ -539,3 +539,40 @@ def test_progress_in_a_log(images, registry, home):
     lines = r.stderr.splitlines()
     assert len(lines) == 2 and all("done" in l for l in lines), r.stderr
     assert "\x1b" not in r.stderr
+
+
+def test_registry_mirror_serves_docker_hub_names(images, registry, home):
+    """Compute nodes reach no public registry: a mirror (here the test registry, holding the
+    image under Docker Hub's repository name) serves every pull of docker.io images, and the
+    image keeps the name the user wrote."""
+    images.push("multi", registry.host, "library/multi:1")
+    home.write_config(registry_mirrors=f"docker.io=http://{registry.host}/")
+    assert_ok(pull(home, "multi:1"))
+    assert [i["name"] for i in home.images_json()] == ["docker.io/library/multi:1"]
+    r = home.capsule("run", "--no-home", "multi:1", "-c", "cat /etc/hello")
+    assert r.returncode == 0 and r.stdout == "changed\n", r.stderr
+    # Docker Hub's other names use the same mirror.
+    assert_ok(pull(home, "registry-1.docker.io/library/multi:1"))
+
+
+def test_a_dead_mirror_falls_back_and_is_named(images, registry, home):
+    images.push("multi", registry.host, "team/multi:1")
+    dead = cu.free_port()
+    # The registry's own host is mirrored by a dead one: the pull goes on from the registry.
+    home.write_config(registry_mirrors=f"{registry.host}=http://127.0.0.1:{dead}",
+                      retries="1")
+    assert_ok(pull(home, f"{registry.host}/team/multi:1"))
+    # Nothing anywhere: the error names the registry and the mirror.
+    home.write_config(registry_mirrors=f"{registry.host}=http://127.0.0.1:{dead}",
+                      retries="1")
+    r = pull(home, f"{registry.host}/team/absent:1")
+    assert_fails(r, "absent", f"the mirror http://127.0.0.1:{dead} failed too")
+
+
+def test_bad_mirror_settings_are_refused_by_line(home):
+    for value, said in [("docker.io", "expected REGISTRY=URL"),
+                        ("docker.io=ftp://x", "http:// or https://"),
+                        ("docker.io=http://h/path", "scheme and host[:port] only")]:
+        home.write_config(registry_mirrors=value)
+        r = pull(home, "multi:1")
+        assert_fails(r, "registry_mirrors", said)

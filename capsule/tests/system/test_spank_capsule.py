@@ -16,8 +16,6 @@ import pytest
 import capsuleutil as cu
 import slurmtest
 
-IMAGE_TAG = "multi:1"
-
 pytestmark = pytest.mark.skipif(slurmtest.missing() is not None,
                                 reason=f"Slurm is not installed ({slurmtest.missing()})")
 
@@ -27,11 +25,14 @@ class World:
         self.dir = cu.short_tmpdir("capsule-slurm-")
         os.chmod(self.dir, 0o755)
         self.reg = cu.Registry(self.dir / "registry")
-        images.push("multi", self.reg.host, IMAGE_TAG)
+        # The nodes of most clusters reach no public registry: images come through the site's
+        # mirror, under Docker Hub's names (capsule.conf registry_mirrors).
+        images.push("multi", self.reg.host, "library/multi:1")
         images.push("other", self.reg.host, "other:1")
-        self.image = f"{self.reg.host}/{IMAGE_TAG}"
+        self.image = "multi:1"
         self.user = users.user("slurm")
         self.home = cu.Home(self.dir / "user", owner=self.user)
+        self.home.write_config(registry_mirrors=f"docker.io=http://{self.reg.host}")
         os.chmod(self.dir / "user", 0o755)
         plugin = slurmtest.plain_plugin(
             cu.need_built(cu.build_dir() / "capsule" / "spank_capsule.so", "spank_capsule.so"))
@@ -161,7 +162,7 @@ def test_pyxis_environment_defaults(world):
                       env={"PYXIS_CONTAINER_IMAGE": world.image}), world)
     assert r.stdout == "changed\n"
     # The command line wins.
-    r = ok(world.srun(f"--container-image={world.reg.host}/other:1", "cat", "/etc/other",
+    r = ok(world.srun(f"--container-image={world.reg.host}#other:1", "cat", "/etc/other",
                       env={"PYXIS_CONTAINER_IMAGE": world.image}), world)
     assert r.stdout == "other\n"
     r = world.srun("true", env={"PYXIS_CONTAINER_IMAGE": world.image,
