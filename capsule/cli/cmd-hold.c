@@ -290,9 +290,14 @@ int cmd_hold(int argc, char **argv, struct cli_ctx *ctx)
     }
     /* Not a child's stdin or stdout: the line would go astray. */
     (void)fcntl(o.hold_fd, F_SETFD, FD_CLOEXEC);
+    /* --data-dir is this hold's data_dir throughout (launch protects it like the config's). */
+    if (o.data_dir) {
+        free(ctx->config.data_dir);
+        ctx->config.data_dir = TAKE_PTR(o.data_dir);
+    }
     struct hold_ctx h = {
         .fd = o.hold_fd,
-        .data_dir = o.data_dir ? o.data_dir : ctx->config.data_dir,
+        .data_dir = ctx->config.data_dir,
         .name = o.c.name,
         .remap_root = o.c.remap_root,
     };

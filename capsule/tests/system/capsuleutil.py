@@ -741,3 +741,18 @@ def build_big_image(lay, size):
     long enough through a SlowProxy to be interrupted."""
     lay.umoci("new", "--image", f"{lay.path}:big")
     return lay.add_layer("big", [("big.bin", "file", os.urandom(size), 0o644)], "none")
+
+
+def make_driver_tree(dest):
+    """The stand-in driver tree (capsule/tests/driver-tree) at dest, readable by everyone: the
+    build's stand-in nvidia-smi and the fake NVML built without sanitizers (it is loaded inside
+    containers too, where no sanitizer runtime is). Returns dest."""
+    build = build_dir()
+    stubs = need_built(build / "capsule" / "tests" / "driver-tree" / "nvidia-smi",
+                       "the stand-in nvidia-smi", executable=True).parent
+    nvml = need_built(build / "tests" / "fake-nvml" / "plain" / "libnvidia-ml.so.1",
+                      "the fake NVML (plain)")
+    subprocess.run([REPO / "capsule" / "tests" / "driver-tree" / "make-driver-tree.sh",
+                    dest, stubs, nvml], check=True)
+    subprocess.run(["chmod", "-R", "a+rX", str(dest)], check=True)
+    return Path(dest)

@@ -40,18 +40,9 @@ def fixture_path():
 def gpu_world():
     """The driver tree and the image (tags gpu: no GPU request; gpu-req: NVIDIA_VISIBLE_DEVICES
     all and NVIDIA_REQUIRE_CUDA cuda>=13.1), built once; (tree, layout)."""
-    build = cu.build_dir()
-    stubs = cu.need_built(build / "capsule" / "tests" / "driver-tree" / "nvidia-smi",
-                          "the stand-in nvidia-smi", executable=True).parent
-    # The fake NVML built without sanitizers (tests/fake-nvml/plain): it is loaded inside
-    # containers too, where no sanitizer runtime is.
-    nvml = cu.need_built(build / "tests" / "fake-nvml" / "plain" / "libnvidia-ml.so.1",
-                         "the fake NVML (plain)")
     d = cu.short_tmpdir("capsule-gpu-")
     try:
-        tree = d / "tree"
-        subprocess.run([cu.REPO / "capsule" / "tests" / "driver-tree" / "make-driver-tree.sh",
-                        tree, stubs, nvml], check=True)
+        tree = cu.make_driver_tree(d / "tree")
         subprocess.run(["chmod", "-R", "a+rX", str(d)], check=True)
         lay = cu.Layout(d / "oci")
         subprocess.run([cu.REPO / "capsule" / "tests" / "gpu" / "build-glibc-image.sh",

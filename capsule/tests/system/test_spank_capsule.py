@@ -199,10 +199,60 @@ def test_scancel_leaves_nothing_behind(world):
     ok(job, world)
     jid = job.stdout.strip().split(";")[0]
     cu.wait_for(lambda: holders(world), 60, "the batch step's container")
+    job_dir = world.runtime / str(world.user[0]) / "jobs" / jid
+    assert (job_dir / "containers" / "long").is_dir()
     ok(world.run("scancel", jid))
     cu.wait_for(lambda: not holders(world), 60, "the container to go with the job")
-    job_dir = world.runtime / str(world.user[0]) / "jobs" / jid
     try:
         cu.wait_for(lambda: not job_dir.exists(), 60, "the job's epilog to remove its folder")
     except AssertionError as e:
         raise AssertionError(f"{e}\n{world.slurm.logs()}") from None
+
+
+GPU_PROBE = ("for d in /dev/nvidia0 /dev/nvidia1; do [ -e $d ] && echo $d; done; "
+             "echo CUDA=${CUDA_VISIBLE_DEVICES-unset} NVIDIA=${NVIDIA_VISIBLE_DEVICES-unset}")
+GPU0 = "GPU-3f2a9c10-7d4e-4b1a-9c8e-0a1b2c3d4e5f"
+
+
+def test_gpus_are_exactly_the_allocations(world):
+    """Stand-in GPUs: Slurm's GRES (File=/dev/zero, /dev/full) and the fake NVML behind a
+    stand-in driver tree, whose two GPUs are Slurm's two."""
+    tree = cu.make_driver_tree(world.dir / "driver")
+    fixture = cu.reachable_copy(cu.REPO / "tests" / "fixtures" / "nvml" / "capsule-h200-mig.json")
+    fixture = fixture / "capsule-h200-mig.json"
+    world.home.write_config(registry_mirrors=f"docker.io=http://{world.reg.host}",
+                            driver_root=str(tree))
+    env = {"FAKE_NVML_FIXTURE": str(fixture)}
+    try:
+        r = ok(world.srun("--gres=gpu:1", f"--container-image={world.image}", "sh", "-c",
+                          GPU_PROBE, env=env), world)
+        # The step's one GPU, numbered 0 inside; the other one is not there.
+        assert r.stdout.splitlines() == ["/dev/nvidia0", f"CUDA=0 NVIDIA={GPU0}"], r.stdout
+        r = ok(world.srun("--gres=gpu:2", f"--container-image={world.image}", "sh", "-c",
+                          GPU_PROBE, env=env), world)
+        assert r.stdout.splitlines()[:2] == ["/dev/nvidia0", "/dev/nvidia1"], r.stdout
+        assert r.stdout.splitlines()[2].startswith("CUDA=0,1 "), r.stdout
+        r = ok(world.srun(f"--container-image={world.image}", "sh", "-c", GPU_PROBE, env=env),
+               world)
+        # A step without GPUs gets none.
+        assert r.stdout.splitlines() == ["CUDA=unset NVIDIA=unset"], r.stdout
+    finally:
+        world.home.write_config(registry_mirrors=f"docker.io=http://{world.reg.host}")
+
+
+def test_a_killed_slurmstepd_leaves_no_container(world):
+    job = ok(world.run("sbatch", "--parsable", f"--container-image={world.image}",
+                       "--container-name=doomed", "--wrap", "sleep 300"), world)
+    jid = job.stdout.strip().split(";")[0]
+    cu.wait_for(lambda: holders(world), 60, "the batch step's container")
+    stepd = subprocess.run(["pgrep", "-f", f"slurmstepd: \\[{jid}.batch\\]"],
+                           capture_output=True, text=True).stdout.split()
+    assert stepd, "no slurmstepd for the batch step"
+    for pid in stepd:
+        os.kill(int(pid), 9)
+    # The holder's socket closed with slurmstepd: the container goes at once.
+    cu.wait_for(lambda: not holders(world), 30, "the container to go with its slurmstepd")
+    job_dir = world.runtime / str(world.user[0]) / "jobs" / jid
+    assert (job_dir / "containers" / "doomed").is_dir()
+    world.run("scancel", jid)
+    cu.wait_for(lambda: not job_dir.exists(), 90, "the job's folder to be removed")
