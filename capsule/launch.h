@@ -29,6 +29,10 @@ struct launch_request {
      * image's entrypoint and command as the container's flags make them (may be empty). No
      * cgroup of its own is made: the joining processes stay in their caller's (a Slurm step's). */
     int hold_fd;
+    /* run_spec's: descriptors the command keeps, and where its output goes (NULL: ours). */
+    const int (*keep_fds)[2];
+    size_t n_keep_fds;
+    const int *output_fd;
     int (*on_held)(pid_t pid, char *const *argv, char *const *env, const char *cwd,
                    void *userdata);
 };

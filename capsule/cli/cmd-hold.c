@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,9 +83,10 @@ static int save_line(const struct hold_ctx *h, const char *line)
     return r;
 }
 
-static int on_held(pid_t pid, char *const *argv, char *const *env, const char *cwd, void *userdata)
+/* The line for the holder pid: recorded for --join (named containers), then sent. */
+static int announce(const struct hold_ctx *h, pid_t pid, char *const *argv, char *const *env,
+                    const char *cwd)
 {
-    const struct hold_ctx *h = userdata;
     _cleanup_free_ char *line = hold_line(pid, argv, env, cwd, h->remap_root);
     if (!line)
         return -ENOMEM;
@@ -93,6 +95,111 @@ static int on_held(pid_t pid, char *const *argv, char *const *env, const char *c
                     (r = save_line(h, line)) < 0))
         return r;
     return fd_write_all(h->fd, line, strlen(line));
+}
+
+static int on_held(pid_t pid, char *const *argv, char *const *env, const char *cwd, void *userdata)
+{
+    return announce(userdata, pid, argv, env, cwd);
+}
+
+/* --run-entrypoint: the image's entrypoint runs with this as its command. The shell says its
+ * pid and working directory on fd 4, then keeps the container until fd 3 (the caller's socket)
+ * reads end-of-file: the entrypoint's setup is done and its environment is the shell's. */
+#define ENTRYPOINT_SHELL "printf '%s %s\\n' \"$$\" \"$(pwd)\" >&4; exec 4>&-; read _ <&3; exit 0"
+#define ENTRYPOINT_TIMEOUT_MS (300 * 1000)
+
+struct entrypoint_ctx {
+    struct hold_ctx *h;
+    int ready_r, ready_w;
+    const char *output;
+};
+
+/* The environment a process was started with, "K=V" entries. */
+static char **read_environ(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    if (fd < 0 || fd_read_all(fd, 4 << 20, &data, &len) < 0)
+        return NULL;
+    char **env = strv_new();
+    for (size_t i = 0; env && i < len; i += strlen(data + i) + 1)
+        if (strchr(data + i, '=') && data[i] != '=' && strv_push(&env, data + i) < 0) {
+            strv_free(env);
+            return NULL;
+        }
+    return env;
+}
+
+/* Waits for the shell's "PID CWD" line; 0, or an error that points at the entrypoint. */
+static int read_ready(struct entrypoint_ctx *x, pid_t *ret_pid, char **ret_cwd)
+{
+    char buf[4200];
+    size_t n = 0;
+    while (n < sizeof(buf) - 1 && !memchr(buf, '\n', n)) {
+        struct pollfd p = {.fd = x->ready_r, .events = POLLIN};
+        int k = poll(&p, 1, ENTRYPOINT_TIMEOUT_MS);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return cli_fail("the image's entrypoint did not run its command within %d s; try "
+                            "without running the entrypoint",
+                            ENTRYPOINT_TIMEOUT_MS / 1000), -ETIMEDOUT;
+        ssize_t got = read(x->ready_r, buf + n, sizeof(buf) - 1 - n);
+        if (got <= 0)
+            return cli_fail("the image's entrypoint ended without running its command%s%s; try "
+                            "without running the entrypoint",
+                            x->output ? " (its output: " : "", x->output ? x->output : ""),
+                   -ECHILD;
+        n += (size_t)got;
+    }
+    buf[n] = '\0';
+    char *space = strchr(buf, ' '), *nl = strchr(buf, '\n');
+    long pid = strtol(buf, NULL, 10);
+    if (!space || !nl || pid <= 1 || space[1] != '/')
+        return cli_fail("the entrypoint's shell said '%.100s', not its pid and directory", buf),
+               -EBADMSG;
+    *nl = '\0';
+    *ret_pid = (pid_t)pid;
+    *ret_cwd = strdup(space + 1);
+    return *ret_cwd ? 0 : -ENOMEM;
+}
+
+static int entrypoint_started(pid_t pid, void *userdata)
+{
+    struct entrypoint_ctx *x = userdata;
+    /* The command has its copy: ours would keep the pipe open after it is gone. */
+    closep(&x->ready_w);
+    pid_t shell;
+    _cleanup_free_ char *cwd = NULL;
+    int r = read_ready(x, &shell, &cwd);
+    if (r < 0)
+        return r;
+    _cleanup_strv_free_ char **env = read_environ(shell);
+    if (!env)
+        return cli_fail("cannot read the environment of the entrypoint's command"), -EIO;
+    char *none[] = {NULL};
+    return announce(x->h, shell, none, env, cwd);
+}
+
+/* Sets up the run of the image's entrypoint with the shell as its command. */
+static int prepare_entrypoint(struct run_opts *o, struct entrypoint_ctx *x, int *ret_output)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return cli_fail("pipe: %s", strerror(errno)), -1;
+    x->ready_r = p[0];
+    x->ready_w = p[1];
+    x->output = o->entrypoint_output;
+    *ret_output = open(x->output ? x->output : "/dev/null",
+                       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (*ret_output < 0)
+        return cli_fail("%s: %s", x->output, strerror(errno)), -1;
+    char *shell[] = {"/bin/sh", "-c", ENTRYPOINT_SHELL, NULL};
+    strv_free(o->c.args);
+    return (o->c.args = strv_copy(shell)) ? 0 : (cli_fail("out of memory"), -1);
 }
 
 /* --join of a held container: its holder's line again, marked as joined. 0 when written. */
@@ -252,16 +359,37 @@ static int hold_container(struct cli_ctx *ctx, struct run_opts *o, const char *i
         .on_held = on_held,
         .userdata = h,
     };
+    struct entrypoint_ctx x = {.h = h, .ready_r = -1, .ready_w = -1};
+    _cleanup_close_ int output = -1;
+    int keep[2][2];
+    if (o->run_entrypoint) {
+        if (prepare_entrypoint(o, &x, &output) < 0) {
+            closep(&x.ready_r);
+            closep(&x.ready_w);
+            return LAUNCH_EXIT_FAILED;
+        }
+        keep[0][0] = h->fd, keep[0][1] = 3;
+        keep[1][0] = x.ready_w, keep[1][1] = 4;
+        req.hold_fd = -1;
+        req.keep_fds = keep;
+        req.n_keep_fds = 2;
+        req.output_fd = &output;
+        req.on_started = entrypoint_started;
+        req.userdata = &x;
+    }
     int code;
     int r = launch_container(st, &req, &code, &e);
+    closep(&x.ready_r);
+    closep(&x.ready_w);
     if (h->name) {
         _cleanup_free_ char *dir = container_dir(h->data_dir, h->name), *path = NULL;
         if (dir && asprintf(&path, "%s/" HOLD_FILE, dir) >= 0)
             (void)unlink(path);
     }
-    if (r < 0)
+    /* A failure that entrypoint_started said itself needs no second line. */
+    if (r < 0 && !(o->run_entrypoint && strstr(e.text, "container start hook")))
         return cli_fail("%s", e.text), code;
-    return 0;
+    return r < 0 ? code : 0;
 }
 
 int cmd_hold(int argc, char **argv, struct cli_ctx *ctx)

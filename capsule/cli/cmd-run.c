@@ -57,7 +57,11 @@ static const char run_help_hold[] =
     "  --join                 with --name: when NAME is held already, say so with the holder's\n"
     "                         line (\"joined\": true) instead of failing\n"
     "  --join-only            with --name: join NAME, and fail when it is not held\n"
-    "  --data-dir DIR         where named containers live (default: the config's data_dir)\n";
+    "  --data-dir DIR         where named containers live (default: the config's data_dir)\n"
+    "  --run-entrypoint       run the image's entrypoint first: the line comes once it has run\n"
+    "                         its command (a shell of capsule's; the image needs /bin/sh), with\n"
+    "                         the environment the entrypoint gave it\n"
+    "  --entrypoint-output F  where the entrypoint's output goes (default: nowhere)\n";
 
 static int set_string(char **dst, const char *v)
 {
@@ -147,6 +151,11 @@ static int apply_option(int c, const char *arg, struct run_opts *o, struct errms
         return 0;
     case 'D':
         return set_string(&o->data_dir, arg);
+    case 'Y':
+        o->run_entrypoint = true;
+        return 0;
+    case 'L':
+        return set_string(&o->entrypoint_output, arg);
     default:
         return errmsg_set(e, -EINVAL, "unknown option");
     }
@@ -178,6 +187,8 @@ int run_parse_options(int argc, char **argv, const struct cli_command *cmd, stru
         {"join", no_argument, NULL, 'J'},
         {"join-only", no_argument, NULL, 'O'},
         {"data-dir", required_argument, NULL, 'D'},
+        {"run-entrypoint", no_argument, NULL, 'Y'},
+        {"entrypoint-output", required_argument, NULL, 'L'},
         {0},
     };
     int c;
@@ -193,8 +204,10 @@ int run_parse_options(int argc, char **argv, const struct cli_command *cmd, stru
             return -cli_usage(cmd, "%s", e.text);
     }
     bool hold = strcmp(cmd->name, "hold") == 0;
-    if (!hold && (o->hold_fd >= 0 || o->create_only || o->join || o->data_dir))
-        return -cli_usage(cmd, "--fd, --create-only, --join and --data-dir are for `capsule hold`");
+    if (!hold && (o->hold_fd >= 0 || o->create_only || o->join || o->data_dir ||
+                  o->run_entrypoint || o->entrypoint_output))
+        return -cli_usage(cmd, "--fd, --create-only, --join, --data-dir, --run-entrypoint and "
+                               "--entrypoint-output are for `capsule hold`");
     if (o->help) {
         printf("usage: capsule %s\n\n%s%s", cmd->usage, run_help, hold ? run_help_hold : "");
         return 0; /* exit status 0; IMAGE's index is always >= 1 */
@@ -390,6 +403,7 @@ out:
     image_record_done(&img);
     container_done(&o.c);
     free(o.data_dir);
+    free(o.entrypoint_output);
     return rc;
 }
 

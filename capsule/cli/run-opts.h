@@ -16,6 +16,8 @@ struct run_opts {
     int hold_fd; /* -1: not given */
     bool create_only, join, join_only;
     char *data_dir; /* NULL: the config's */
+    bool run_entrypoint;
+    char *entrypoint_output; /* NULL: /dev/null */
 };
 
 /* Parses options up to the image name; returns the index of IMAGE in argv (argc when there is

@@ -192,6 +192,26 @@ static _Noreturn void hold(const struct init_command *c)
     _exit(0);
 }
 
+/* The descriptors the command keeps (run_spec.keep_fds), at their numbers and without
+ * close-on-exec, and its output. Each is first moved above every target, so that one target
+ * cannot overwrite another's source. */
+static int give_fds(const struct init_command *c)
+{
+    int moved[8];
+    if (c->n_keep_fds > ELEMENTSOF(moved))
+        return errno = E2BIG, -1;
+    for (size_t i = 0; i < c->n_keep_fds; i++)
+        if ((moved[i] = fcntl(c->keep_fds[i][0], F_DUPFD_CLOEXEC, 64)) < 0)
+            return -1;
+    for (size_t i = 0; i < c->n_keep_fds; i++)
+        if (dup2(moved[i], c->keep_fds[i][1]) < 0)
+            return -1;
+    if (c->output_fd >= 0 &&
+        (dup2(c->output_fd, STDOUT_FILENO) < 0 || dup2(c->output_fd, STDERR_FILENO) < 0))
+        return -1;
+    return 0;
+}
+
 _Noreturn void init_exec_command(const struct init_command *c)
 {
     char *const *env = c->env;
@@ -226,6 +246,8 @@ _Noreturn void init_exec_command(const struct init_command *c)
         if (r < 0)
             fail(c, r, 125, "%s", e.text);
     }
+    if (give_fds(c) < 0)
+        fail(c, negative_errno(), 125, "pass descriptors to the command: %s", strerror(errno));
     const char *cwd = c->cwd ? c->cwd : "/";
     if (chdir(cwd) < 0)
         fail(c, negative_errno(), 125, "working directory '%s': %s", cwd, strerror(errno));

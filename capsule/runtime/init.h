@@ -37,6 +37,9 @@ struct init_command {
     int tty_sock;  /* >= 0: give the command a terminal, its master sent here (tty.h) */
     bool tty_all;  /* the terminal on all of stdin, stdout, stderr, not only where they were ttys */
     int hold_fd;   /* >= 0: run nothing; stay until this fd reads end-of-file (run_spec.hold) */
+    const int (*keep_fds)[2]; /* run_spec's */
+    size_t n_keep_fds;
+    int output_fd; /* -1: none */
 };
 
 /* The signals forwarded to the command, plus SIGCHLD: the set every supervising process blocks

@@ -381,6 +381,9 @@ static _Noreturn void child_main(const struct run_ctx *c, int alive_fd, int repo
         .tty_sock = tty_sock,
         .tty_all = s->tty_all,
         .hold_fd = s->hold ? s->hold_fd : -1,
+        .keep_fds = s->keep_fds,
+        .n_keep_fds = s->n_keep_fds,
+        .output_fd = s->output_fd ? *s->output_fd : -1,
     };
     if (s->pid_ns)
         init_run(&cmd);
@@ -706,7 +709,8 @@ int runtime_exec(pid_t pid, const struct runtime_exec_spec *spec, int *ret_exit,
                                .fake_ids = spec->remap_root,
                                .tty_sock = tty_w,
                                .tty_all = spec->tty_all,
-                               .hold_fd = -1};
+                               .hold_fd = -1,
+                               .output_fd = -1};
     pid_t child = fork();
     if (child == 0) {
         close(report_r);

@@ -81,6 +81,12 @@ struct run_spec {
 
     /* What to run. argv[0] is looked up in PATH of env when it has no '/'. */
     char *const *argv;
+    /* Descriptors the command keeps across its exec, each at the number given (above 2):
+     * {caller's fd, number in the command}; and where its stdout and stderr go (NULL: where the
+     * caller's go). For a command the caller talks to (capsule hold's run of an entrypoint). */
+    const int (*keep_fds)[2];
+    size_t n_keep_fds;
+    const int *output_fd;
     /* Instead of a command (argv unused): the container's process stays, idle, until hold_fd
      * (above 2; the process keeps it) reads end-of-file or it is killed; host programs join it meanwhile
      * (runtime_join), as the tasks of a Slurm step do. The root's finishing steps (ld cache,

@@ -9,12 +9,22 @@
 #include "lib/macro.h"
 #include "lib/strv.h"
 
+bool hold_args_entrypoint(const struct pyxis_args *a, const struct plugin_config *c)
+{
+    return a->entrypoint == 1 || (a->entrypoint < 0 && c->execute_entrypoint);
+}
+
+char *hold_entrypoint_log(const char *runtime_path, const struct hold_step *st)
+{
+    char *p;
+    return asprintf(&p, "%s/%u/entrypoint.%u.%u.log", runtime_path, (unsigned)st->uid,
+                    st->job_id, st->step_id) < 0
+               ? NULL
+               : p;
+}
+
 int hold_args_check(const struct pyxis_args *a, const struct plugin_config *c, struct errmsg *e)
 {
-    if (a->entrypoint == 1 || (a->entrypoint < 0 && c->execute_entrypoint))
-        return errmsg_set(e, -EINVAL,
-                          "running the image's entrypoint is not supported yet; use "
-                          "--no-container-entrypoint or run it in the command");
     if (a->save)
         return errmsg_set(e, -EINVAL, "--container-save is not supported yet");
     return 0;
@@ -137,6 +147,11 @@ static int build_argv(const struct pyxis_args *a, const struct plugin_config *c,
         r = strv_push(argv, a->remap_root ? "--remap-root" : "--no-remap-root");
     if (r >= 0 && a->writable == 1)
         r = strv_push(argv, "--writable");
+    if (r >= 0 && hold_args_entrypoint(a, c)) {
+        _cleanup_free_ char *log = hold_entrypoint_log(c->runtime_path, st);
+        r = log && strv_push(argv, "--run-entrypoint") >= 0 ? push2(argv, "--entrypoint-output", log)
+                                                             : -ENOMEM;
+    }
     for (size_t i = 0; r >= 0 && i < a->n_mounts; i++)
         r = add_mount(argv, &a->mounts[i], st->job_env, e);
     if (r >= 0)

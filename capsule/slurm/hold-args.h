@@ -10,6 +10,8 @@
  *              relative to /), tmpfs as --mount tmpfs:DST:OPTS; a source that does not exist is an
  *              error naming it; the batch script (batch step) and the PMIx server's directory
  *              are bound where Slurm has them, so that the script and MPI work inside
+ *   entrypoint --run-entrypoint when it is to run, its output to a file of the step that the
+ *              plugin shows with --container-entrypoint-log or when the start fails
  *   GPUs       --gpus from the step's allocation (SLURM_STEP_GPUS, else SLURM_JOB_GPUS, else
  *              CUDA_VISIBLE_DEVICES, as indexes); none when the step has none
  *   env        the job's, less PATH, LD_LIBRARY_PATH, LD_PRELOAD (capsule is the admin's
@@ -40,6 +42,12 @@ struct hold_request {
     char **argv;
     char **env;
 };
+
+/* Whether the image's entrypoint runs first (--[no-]container-entrypoint, else
+ * execute_entrypoint): capsule hold --run-entrypoint, its output in hold_entrypoint_log(). */
+bool hold_args_entrypoint(const struct pyxis_args *a, const struct plugin_config *c);
+/* runtime_path/UID/entrypoint.JOB.STEP.log, malloc'd; NULL: out of memory. */
+char *hold_entrypoint_log(const char *runtime_path, const struct hold_step *st);
 
 /* What can be refused before anything starts (in srun, sbatch, salloc): options this plugin
  * does not offer yet. 0 or -EINVAL with a message. */

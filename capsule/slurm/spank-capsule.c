@@ -202,6 +202,21 @@ static int step_facts(spank_t sp, struct hold_step *st, struct errmsg *e)
     return 0;
 }
 
+/* The entrypoint's output, to the job's output when wanted (Pyxis' --container-entrypoint-log,
+ * or when the start failed); then gone. */
+static void show_entrypoint_log(const struct hold_step *st, bool show)
+{
+    _cleanup_free_ char *path = hold_entrypoint_log(config.runtime_path, st);
+    _cleanup_fclose_ FILE *f = path ? fopen(path, "re") : NULL;
+    char line[1024];
+    for (int n = 0; show && f && n < 200 && fgets(line, sizeof(line), f); n++) {
+        line[strcspn(line, "\n")] = '\0';
+        slurm_spank_log("capsule: entrypoint: %s", line);
+    }
+    if (path)
+        (void)unlink(path);
+}
+
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
     if (!enabled || spank_context() != S_CTX_REMOTE)
@@ -220,6 +235,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
         r = step_hold(&s, &holder, &start_error);
     }
     hold_request_done(&req);
+    if (st.job_env && hold_args_entrypoint(&args, &config))
+        show_entrypoint_log(&st, r < 0 || args.entrypoint_log == 1);
     start_failed = r < 0;
     if (start_failed)
         slurm_info("capsule: job %u step %u: %s", st.job_id, st.step_id, start_error.text);

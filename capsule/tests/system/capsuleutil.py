@@ -756,3 +756,15 @@ def make_driver_tree(dest):
                     dest, stubs, nvml], check=True)
     subprocess.run(["chmod", "-R", "a+rX", str(dest)], check=True)
     return Path(dest)
+
+
+def build_entrypoint_image(lay, tag):
+    """Tag `tag` in lay: busybox with an entrypoint that does what real ones do, set up the
+    environment, say so, change directory, then run its command: /entry.sh exports
+    FROM_ENTRY=yes, prints "entry ran", cds to /etc and execs "$@". Cmd /bin/true."""
+    lay.new_image(tag, busybox_rootfs)
+    lay.add_layer(tag, [("entry.sh", "file",
+                         b"#!/bin/sh\nexport FROM_ENTRY=yes\necho entry ran\ncd /etc\n"
+                         b"exec \"$@\"\n", 0o755)])
+    lay.umoci("config", "--image", f"{lay.path}:{tag}", "--config.entrypoint", "/entry.sh",
+              "--config.cmd", "/bin/true")

@@ -20,10 +20,15 @@ def env(images):
     d = cu.short_tmpdir("capsule-hold-")
     reg = cu.Registry(d / "registry")
     images.push("multi", reg.host, IMAGE_TAG)
+    # An image whose entrypoint sets up the environment and then runs its command.
+    lay = cu.Layout(d / "oci")
+    cu.build_entrypoint_image(lay, "entry")
+    lay.push("entry", reg.host, "entry:1")
     home = cu.Home(d / "user")
     name = f"{reg.host}/{IMAGE_TAG}"
-    r = home.capsule("pull", "-q", name)
-    assert r.returncode == 0, r.stderr
+    for n in (name, f"{reg.host}/entry:1"):
+        r = home.capsule("pull", "-q", n)
+        assert r.returncode == 0, r.stderr
     yield home, name
     reg.stop()
     shutil.rmtree(d, ignore_errors=True)
@@ -118,3 +123,21 @@ def test_named_hold_keeps_its_layer_and_joins(env, workdir):
     assert dup.line is None and "already exists" in dup.stderr()
     missing = Held(home, "--data-dir", str(data), "--name", "nothere")
     assert missing.line is None and "no image to create it from" in missing.stderr()
+
+
+def test_hold_runs_the_entrypoint_first(env, workdir):
+    home, name = env
+    entry = name.replace("multi:1", "entry:1")
+    out = workdir / "entry.log"
+    h = Held(home, "--no-home", "--run-entrypoint", "--entrypoint-output", str(out), entry)
+    assert h.line, h.stderr()
+    # The environment and directory the entrypoint gave its command; its output in the file.
+    assert "FROM_ENTRY=yes" in h.line["env"] and h.line["cwd"] == "/etc"
+    assert out.read_text() == "entry ran\n"
+    assert inside(h.line["pid"], "/bin/cat", "/etc/hello").stdout == "hello\n"
+    assert h.close() == 0
+    # An entrypoint that ends without running its command is named.
+    h = Held(home, "--no-home", "--run-entrypoint", "--entrypoint", "/bin/true", entry)
+    assert h.line is None
+    err = h.stderr()
+    assert "entrypoint ended without running its command" in err and h.proc.returncode == 125, err

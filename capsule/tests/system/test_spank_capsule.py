@@ -29,6 +29,9 @@ class World:
         # mirror, under Docker Hub's names (capsule.conf registry_mirrors).
         images.push("multi", self.reg.host, "library/multi:1")
         images.push("other", self.reg.host, "other:1")
+        lay = cu.Layout(self.dir / "oci")
+        cu.build_entrypoint_image(lay, "entry")
+        lay.push("entry", self.reg.host, "library/entry:1")
         self.image = "multi:1"
         self.user = users.user("slurm")
         self.home = cu.Home(self.dir / "user", owner=self.user)
@@ -256,3 +259,18 @@ def test_a_killed_slurmstepd_leaves_no_container(world):
     assert (job_dir / "containers" / "doomed").is_dir()
     world.run("scancel", jid)
     cu.wait_for(lambda: not job_dir.exists(), 90, "the job's folder to be removed")
+
+
+def test_entrypoint_runs_when_asked(world):
+    # Not by default (Pyxis' execute_entrypoint=0): the command runs in the image's WORKDIR.
+    r = ok(world.srun("--container-image=entry:1", "sh", "-c", 'echo "${FROM_ENTRY-no}"; pwd'),
+           world)
+    assert r.stdout == "no\n/\n"
+    r = ok(world.srun("--container-image=entry:1", "--container-entrypoint",
+                      "--container-entrypoint-log", "sh", "-c", 'echo "$FROM_ENTRY"; pwd'), world)
+    # The environment and directory the entrypoint set up, and its output.
+    assert r.stdout == "yes\n/etc\n", r.stdout + r.stderr
+    assert "capsule: entrypoint: entry ran" in r.stderr
+    r = ok(world.srun("--container-image=entry:1", "sh", "-c", 'echo "${FROM_ENTRY-no}"',
+                      env={"PYXIS_CONTAINER_ENTRYPOINT": "1"}), world)
+    assert r.stdout == "yes\n"
