@@ -1,13 +1,17 @@
 #include "capsule/cli/cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/fileio.h"
 #include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/strv.h"
 
 #include "capsule/registry/registry.h"
 #include "capsule/store/store.h"
@@ -154,4 +158,22 @@ int cli_main(int argc, char **argv, const struct cli_command *table, size_t n)
     int rc = cmd->run(sub_argc, sub_argv, &ctx);
     capsule_config_done(&ctx.config);
     return rc;
+}
+
+char **cli_read_environ(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    if (fd < 0 || fd_read_all(fd, 4 << 20, &data, &len) < 0)
+        return NULL;
+    char **env = strv_new();
+    for (size_t i = 0; env && i < len; i += strlen(data + i) + 1)
+        if (strchr(data + i, '=') && data[i] != '=' && strv_push(&env, data + i) < 0) {
+            strv_free(env);
+            return NULL;
+        }
+    return env;
 }

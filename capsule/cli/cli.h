@@ -5,6 +5,8 @@
  * status (125 capsule failed, 126 command not executable, 127 command not found, as Docker). */
 #pragma once
 
+#include <sys/types.h>
+
 #include "capsule/capsule-config.h"
 
 struct cli_ctx {
@@ -45,6 +47,10 @@ int cmd_pull_exec(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_version_with_helper(int argc, char **argv, struct cli_ctx *ctx);
 /* Prints "<program> <version> (<path of this executable>)"; returns 0. */
 int cli_print_version(const char *program);
+
+/* The environment process pid was started with ("K=V" entries; `exec` starts from the
+ * container's, `hold --run-entrypoint` reports its command's); NULL when it cannot be read. */
+char **cli_read_environ(pid_t pid);
 
 /* Prints "capsule: <text>" to stderr and returns 1; for `return cli_fail(e.text)`. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

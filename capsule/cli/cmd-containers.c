@@ -97,25 +97,6 @@ int cmd_start(int argc, char **argv, struct cli_ctx *ctx)
     return code;
 }
 
-/* The environment of the container's first process, as `docker exec` starts from the
- * container's. */
-static char **read_environ(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-    _cleanup_fclose_ FILE *f = fopen(path, "re");
-    char **env = strv_new();
-    if (!f || !env)
-        return env;
-    _cleanup_free_ char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    while ((n = getdelim(&line, &cap, '\0', f)) > 0)
-        if (strchr(line, '=') && strv_push(&env, line) < 0)
-            break;
-    return env;
-}
-
 /* Where `exec` starts without -w: as `docker exec`, the container's working directory
  * (--workdir at create/run, else the image's WorkingDir, else "/"). Best effort: an image
  * config that cannot be read leaves "/". */
@@ -180,8 +161,11 @@ int cmd_exec(int argc, char **argv, struct cli_ctx *ctx)
         return cli_fail("container '%s' is not running; start it with capsule start %s",
                         argv[optind], argv[optind]),
                LAUNCH_EXIT_FAILED;
-    _cleanup_strv_free_ char **env = read_environ(pid);
-    for (size_t i = 0; env && set[i]; i++)
+    /* A process whose environment cannot be read: an empty one, plus -e. */
+    _cleanup_strv_free_ char **env = cli_read_environ(pid);
+    if (!env && !(env = strv_new()))
+        return cli_fail("out of memory"), LAUNCH_EXIT_FAILED;
+    for (size_t i = 0; set[i]; i++)
         if (strv_env_put(&env, set[i]) < 0)
             return cli_fail("--env '%s': expected K=V", set[i]), LAUNCH_EXIT_FAILED;
     int code = LAUNCH_EXIT_FAILED;

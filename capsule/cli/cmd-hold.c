@@ -114,25 +114,6 @@ struct entrypoint_ctx {
     const char *output;
 };
 
-/* The environment a process was started with, "K=V" entries. */
-static char **read_environ(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-    _cleanup_free_ char *data = NULL;
-    size_t len = 0;
-    if (fd < 0 || fd_read_all(fd, 4 << 20, &data, &len) < 0)
-        return NULL;
-    char **env = strv_new();
-    for (size_t i = 0; env && i < len; i += strlen(data + i) + 1)
-        if (strchr(data + i, '=') && data[i] != '=' && strv_push(&env, data + i) < 0) {
-            strv_free(env);
-            return NULL;
-        }
-    return env;
-}
-
 /* Waits for the shell's "PID CWD" line; 0, or an error that points at the entrypoint. */
 static int read_ready(struct entrypoint_ctx *x, pid_t *ret_pid, char **ret_cwd)
 {
@@ -177,7 +158,7 @@ static int entrypoint_started(pid_t pid, void *userdata)
     int r = read_ready(x, &shell, &cwd);
     if (r < 0)
         return r;
-    _cleanup_strv_free_ char **env = read_environ(shell);
+    _cleanup_strv_free_ char **env = cli_read_environ(shell);
     if (!env)
         return cli_fail("cannot read the environment of the entrypoint's command"), -EIO;
     char *none[] = {NULL};
