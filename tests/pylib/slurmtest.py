@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from gntest import Proc, free_port, wait_for
+from gntest import Proc, ProcessDied, free_port, wait_for
 
 SLURM_PROGRAMS = ("slurmctld", "slurmd", "srun", "sbatch", "sinfo", "scontrol", "squeue")
 
@@ -63,7 +63,7 @@ class Slurm:
     def _idle(self):
         for p in (self.ctld, self.slurmd):
             if not p.running():
-                raise AssertionError(f"{p.argv[0]} died:\n{p.tail()}")
+                raise ProcessDied(f"{p.argv[0]} died:\n{p.tail()}")
         r = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True,
                            env=self.env())
         return r.returncode == 0 and r.stdout.strip() == "idle"

@@ -21,7 +21,10 @@ pytestmark = pytest.mark.skipif(slurmtest.missing() is not None,
 
 
 class World:
-    def __init__(self, images, users):
+    """A registry (the site's mirror of Docker Hub), a test user with a capsule home, and a Slurm
+    with the plugin; plugstack_extra: more plugin arguments."""
+
+    def __init__(self, images, users, plugstack_extra=""):
         self.dir = cu.short_tmpdir("capsule-slurm-")
         os.chmod(self.dir, 0o755)
         self.reg = cu.Registry(self.dir / "registry")
@@ -43,7 +46,8 @@ class World:
         capsule = cu.capsule_binary(self.user)
         self.slurm = slurmtest.Slurm(
             self.dir / "slurm",
-            plugstack=f"required {plugin} runtime_path={self.runtime} capsule={capsule}")
+            plugstack=f"required {plugin} runtime_path={self.runtime} capsule={capsule} "
+                      f"{plugstack_extra}")
 
     def env(self, extra=None):
         e = {k: v for k, v in os.environ.items() if k not in cu.GPU_REQUEST_VARIABLES
@@ -274,3 +278,32 @@ def test_entrypoint_runs_when_asked(world):
     r = ok(world.srun("--container-image=entry:1", "sh", "-c", 'echo "${FROM_ENTRY-no}"',
                       env={"PYXIS_CONTAINER_ENTRYPOINT": "1"}), world)
     assert r.stdout == "yes\n"
+
+
+def test_mpi_tasks_keep_their_pmi_connection(world):
+    # PMI-2: Slurm hands each task its rank and a socket to the PMI server (PMI_FD); inside the
+    # container they are the task's own.
+    r = ok(world.srun("--mpi=pmi2", "-n2", f"--container-image={world.image}", "sh", "-c",
+                      'echo "$PMI_RANK/$PMI_SIZE $(readlink /proc/self/fd/$PMI_FD | cut -c1-7)"'),
+           world)
+    assert sorted(r.stdout.splitlines()) == ["0/2 socket:", "1/2 socket:"], r.stdout
+
+
+def test_global_scope_and_no_sbatch_support(images, capsule_users, workdir):
+    """container_scope=global: a named container outlives the job; sbatch_support=0: sbatch does
+    not take the flags. And an argument the plugin does not know keeps slurmd from starting."""
+    plugin = slurmtest.plain_plugin(cu.build_dir() / "capsule" / "spank_capsule.so")
+    with pytest.raises(AssertionError) as bad:
+        slurmtest.Slurm(workdir / "bad", plugstack=f"required {plugin} use_squashfuse=1")
+    assert "unknown configuration option: use_squashfuse" in str(bad.value)
+    w = World(images, capsule_users, "container_scope=global sbatch_support=0")
+    try:
+        ok(w.srun(f"--container-image={w.image}", "--container-name=kept", "--container-writable",
+                  "sh", "-c", "echo from-job-1 > /etc/mark"), w)
+        r = ok(w.srun("--container-name=kept", "cat", "/etc/mark"), w)
+        assert r.stdout == "from-job-1\n"
+        assert (w.runtime / str(w.user[0]) / "global" / "containers" / "kept").is_dir()
+        r = w.run("sbatch", f"--container-image={w.image}", "--wrap", "true")
+        assert r.returncode != 0 and "container-image" in r.stderr, r.stderr
+    finally:
+        w.close()
