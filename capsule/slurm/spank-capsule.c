@@ -68,10 +68,10 @@ static int fail(const char *what, const struct errmsg *e)
     return -1;
 }
 
-static int option_cb(int val, const char *optarg, int remote)
+static int option_cb(int val, const char *value, int remote)
 {
     struct errmsg e = {{0}};
-    return pyxis_args_set(&args, (enum pyxis_opt)val, optarg, &e) < 0 ? fail(NULL, &e) : 0;
+    return pyxis_args_set(&args, (enum pyxis_opt)val, value, &e) < 0 ? fail(NULL, &e) : 0;
 }
 
 static int register_options(spank_t sp)
