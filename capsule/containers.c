@@ -18,6 +18,7 @@
 #include "lib/rm-tree.h"
 #include "capsule/store/store.h"
 #include "lib/strv.h"
+#include "lib/strv-json.h"
 
 #define STATE_MAX (1u << 20)
 
@@ -68,17 +69,6 @@ static int join(char *path, const char *dir, const char *file)
     return snprintf(path, PATH_MAX, "%s/%s", dir, file) >= PATH_MAX ? -ENAMETOOLONG : 0;
 }
 
-static json_t *json_from_strv(char *const *v)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && v && v[i]; i++)
-        if (json_array_append_new(a, json_string(v[i])) < 0) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
-
 /* A NULL-terminated copy of a JSON array of strings; -EBADMSG if it is anything else. */
 static int strv_from_json(json_t *a, char ***ret)
 {
@@ -105,9 +95,9 @@ static json_t *state_to_json(const struct container *c)
     return json_pack("{s:s, s:s, s:s, s:o, s:s*, s:o, s:o, s:s*, s:o, s:s*, s:s*, s:b, s:b, s:b, "
                      "s:b, s:b, s:I}",
                      "name", c->name, "image", c->image, "config_digest", c->config_digest,
-                     "layers", json_from_strv(c->layers), "entrypoint", c->entrypoint, "args",
-                     json_from_strv(c->args), "env", json_from_strv(c->user_env), "workdir",
-                     c->workdir, "mounts", json_from_strv(c->mounts), "gpus", c->gpus,
+                     "layers", strv_to_json(c->layers), "entrypoint", c->entrypoint, "args",
+                     strv_to_json(c->args), "env", strv_to_json(c->user_env), "workdir",
+                     c->workdir, "mounts", strv_to_json(c->mounts), "gpus", c->gpus,
                      "driver_root", c->driver_root, "writable", c->writable, "remap_root",
                      c->remap_root, "pid_ns", c->pid_ns, "no_home", c->no_home, "ephemeral",
                      c->ephemeral, "created_at", (json_int_t)c->created_at);

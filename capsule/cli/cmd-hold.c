@@ -29,6 +29,7 @@
 #include "lib/fileio.h"
 #include "lib/macro.h"
 #include "lib/strv.h"
+#include "lib/strv-json.h"
 
 extern char **environ;
 
@@ -40,23 +41,12 @@ struct hold_ctx {
     bool remap_root;
 };
 
-static json_t *strv_json(char *const *v)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && v && v[i]; i++)
-        if (json_array_append_new(a, json_string(v[i])) < 0) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
-
 /* The holder's line, newline-terminated, malloc'd; NULL: out of memory. */
 static char *hold_line(pid_t pid, char *const *argv, char *const *env, const char *cwd,
                        bool remap_root)
 {
     json_t *o = json_pack("{s:i, s:o?, s:o?, s:s, s:b, s:b}", "pid", (json_int_t)pid, "argv",
-                          strv_json(argv), "env", strv_json(env), "cwd", cwd ? cwd : "/",
+                          strv_to_json(argv), "env", strv_to_json(env), "cwd", cwd ? cwd : "/",
                           "remap_root", remap_root, "joined", false);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
