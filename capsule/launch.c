@@ -1,6 +1,8 @@
 #include "capsule/launch.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -222,10 +224,57 @@ int launch_pull_policy_parse(const char *s, enum launch_pull_policy *ret)
     return -EINVAL;
 }
 
+bool launch_is_image_file(const char *arg)
+{
+    return arg[0] == '/' || arg[0] == '.';
+}
+
+int launch_file_image_name(const char *path, char **ret)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    const char *dot = strchr(base + (base[0] == '.'), '.');
+    size_t n = dot ? (size_t)(dot - base) : strlen(base);
+    _cleanup_free_ char *clean = strndup(base, n);
+    if (!clean)
+        return -ENOMEM;
+    for (char *c = clean; *c; c++) {
+        *c = (char)tolower((unsigned char)*c);
+        if (!isalnum((unsigned char)*c) && *c != '_' && *c != '-')
+            *c = '-';
+    }
+    /* A repository component starts and ends with an alphanumeric. */
+    char *start = clean;
+    while (*start == '-' || *start == '_')
+        start++;
+    size_t len = strlen(start);
+    while (len && (start[len - 1] == '-' || start[len - 1] == '_'))
+        start[--len] = '\0';
+    if (!len)
+        return -EINVAL;
+    return asprintf(ret, "localhost/file/%s:latest", start) < 0 ? -ENOMEM : 0;
+}
+
+/* An image file: loaded (again) under its name, then found by it. */
+static int resolve_file(struct store *st, const char *path, launch_pull_fn pull, void *userdata,
+                        struct image_record *ret, struct errmsg *e)
+{
+    _cleanup_free_ char *name = NULL;
+    int r = launch_file_image_name(path, &name);
+    if (r < 0)
+        return errmsg_set(e, r, "image file '%s': %s", path,
+                          r == -ENOMEM ? "out of memory" : "no name can be made of it");
+    if (pull(userdata, name, path) != 0)
+        return errmsg_set(e, -ENOENT, "cannot run '%s': it could not be loaded", path);
+    return store_image_load(st, name, ret, e);
+}
+
 int launch_resolve_image(struct store *st, const char *arg, enum launch_pull_policy policy,
                          launch_pull_fn pull, void *userdata, struct image_record *ret,
                          struct errmsg *e)
 {
+    if (launch_is_image_file(arg))
+        return resolve_file(st, arg, pull, userdata, ret, e);
     int r = policy == LAUNCH_PULL_ALWAYS ? -ENOENT : store_image_find(st, arg, ret, e);
     if (r != -ENOENT || policy == LAUNCH_PULL_NEVER)
         return r < 0 ? r : 0;
@@ -238,7 +287,7 @@ int launch_resolve_image(struct store *st, const char *arg, enum launch_pull_pol
     image_ref_done(&ref);
     if (r < 0)
         return errmsg_set(e, r, "out of memory");
-    if (pull(userdata, name) != 0)
+    if (pull(userdata, name, NULL) != 0)
         return errmsg_set(e, -ENOENT, "cannot run '%s': the pull failed", name);
     return store_image_load(st, name, ret, e);
 }

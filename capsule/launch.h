@@ -7,6 +7,7 @@
  * to runtime_run(). */
 #pragma once
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "capsule/capsule-config.h"
@@ -33,8 +34,7 @@ struct launch_request {
     const int (*keep_fds)[2];
     size_t n_keep_fds;
     const int *output_fd;
-    int (*on_held)(pid_t pid, char *const *argv, char *const *env, const char *cwd,
-                   void *userdata);
+    int (*on_held)(pid_t pid, char *const *argv, char *const *env, const char *cwd, void *userdata);
 };
 
 /* When an image is pulled before a run (Docker's --pull, Pyxis' enroot import). */
@@ -46,13 +46,25 @@ enum launch_pull_policy {
 /* Parses "missing", "never" or "always". 0 or -EINVAL. */
 int launch_pull_policy_parse(const char *s, enum launch_pull_policy *ret);
 
-/* Pulls the image of canonical name into the store; the caller's way (capsule runs capsule-pull,
- * which says its own errors). Returns 0 once it is there, or non-zero. */
-typedef int (*launch_pull_fn)(void *userdata, const char *name);
+/* Pulls the image of canonical name into the store, or with file set, loads that image archive
+ * (store/archive.h) under name; the caller's way (capsule runs capsule-pull, which says its own
+ * errors). Returns 0 once it is there, or non-zero. */
+typedef int (*launch_pull_fn)(void *userdata, const char *name, const char *file);
+
+/* Whether arg names an image file rather than a reference: it starts with '/' or '.' (Pyxis'
+ * rule for --container-image). */
+bool launch_is_image_file(const char *arg);
+
+/* The name an image file is cached under: "localhost/file/BASE:latest", BASE the file's name
+ * without its extension, lower case, other characters than [a-z0-9._-] as '-'. malloc'd into
+ * *ret; 0, -EINVAL (no usable name: "/", "..") or -ENOMEM. */
+int launch_file_image_name(const char *path, char **ret);
 
 /* Finds the image a user named (store_image_find: a cached name in any spelling, else an ID
- * prefix), pulling it first as the policy says: with "missing" only when it is not cached, with
- * "always" by its name every time, with "never" not at all. Returns 0 and *ret, or -ENOENT
+ * prefix; an image file is loaded every time, whatever the policy, under
+ * launch_file_image_name()), pulling it first as the policy says: with "missing" only when it is
+ * not cached, with "always" by its name every time, with "never" not at all. Returns 0 and *ret, or
+ * -ENOENT
  * ("image 'x' is not in the cache; capsule pull x", "cannot run 'x': the pull failed"), -EINVAL
  * (not an image reference, an ambiguous ID), with a message. */
 int launch_resolve_image(struct store *st, const char *arg, enum launch_pull_policy policy,

@@ -7,6 +7,9 @@
 static const struct cli_command commands[] = {
     {"pull", cmd_pull, "pull [-q] [--platform OS/ARCH[/VARIANT]] [--keep-blobs] IMAGE",
      "fetch an image into the cache", 1},
+    {"save", cmd_save, "save --pid PID [--image IMAGE] FILE",
+     "write a running container's files to an image archive", 1},
+    {"load", cmd_load, "load [--name NAME] FILE", "put an image archive into the cache", 1},
     {"version", cmd_version, "version", "print the version and path", 1},
     {"help", cmd_help, "help [COMMAND]", "show help", 1},
 };

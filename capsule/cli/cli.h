@@ -34,9 +34,10 @@ int cli_main(int argc, char **argv, const struct cli_command *table, size_t n);
 
 /* Pulls are done by a second program, capsule-pull, so that capsule itself does not load
  * libcurl, libarchive and their 40 dependencies: that alone costs more than starting a container.
- * Runs `capsule-pull [--config F] [-q] pull IMAGE` and waits. Returns its exit status (0: the
- * image is in the store), or 1 after printing why it could not be started. */
-int cli_run_pull_helper(const struct cli_ctx *ctx, const char *image);
+ * Runs `capsule-pull [--config F] [-q] pull IMAGE` (with file: `load -q --name IMAGE FILE`) and
+ * waits. Returns its exit status (0: the image is in the store), or 1 after printing why it
+ * could not be started. */
+int cli_run_pull_helper(const struct cli_ctx *ctx, const char *image, const char *file);
 /* The `pull` entry of capsule's table: replaces this process with capsule-pull. */
 int cmd_pull_exec(int argc, char **argv, struct cli_ctx *ctx);
 /* Which capsule-pull that is: $CAPSULE_PULL; for the installed capsule the installed helper;
@@ -66,6 +67,8 @@ void cli_registry_opts(const struct cli_ctx *ctx, struct registry_opts *ret);
 
 /* Subcommands, one per cmd-*.c. */
 int cmd_pull(int argc, char **argv, struct cli_ctx *ctx);   /* cmd-pull.c */
+int cmd_save(int argc, char **argv, struct cli_ctx *ctx);   /* cmd-archive.c: save, load */
+int cmd_load(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_images(int argc, char **argv, struct cli_ctx *ctx); /* cmd-images.c: images, rmi, gc */
 int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_gc(int argc, char **argv, struct cli_ctx *ctx);

@@ -2,12 +2,13 @@
  * runtime_join (the tasks of a Slurm step: spank_capsule.so runs this as the job's user).
  *
  * The caller gives a socket (--fd). Once the container is held, one line of JSON goes there:
- *   {"pid": N, "argv": [...], "env": [...], "cwd": "/x", "remap_root": false, "joined": false}
- * pid is the process to join; argv the image's entrypoint and command under the given flags (the
- * caller decides whether to run it); env and cwd what the command would have had. The container
- * stays until the socket's other end is closed; then this process cleans up and exits 0. On
- * failure nothing is written to the socket; the error goes to stderr ("capsule: ...") and the
- * exit status is 125.
+ *   {"pid": N, "argv": [...], "env": [...], "cwd": "/x", "remap_root": false, "joined": false,
+ *    "image": "docker.io/library/ubuntu:24.04"}
+ * pid is the process to join; image the one it runs (`capsule save --image` takes it); argv the
+ * image's entrypoint and command under the given flags (the caller decides whether to run it); env
+ * and cwd what the command would have had. The container stays until the socket's other end is
+ * closed; then this process cleans up and exits 0. On failure nothing is written to the socket; the
+ * error goes to stderr ("capsule: ...") and the exit status is 125.
  *
  * With --name the container is a named one (containers.h) in --data-dir: created from IMAGE when
  * it does not exist (with a writable layer of its own, kept after the hold), else started again
@@ -39,15 +40,16 @@ struct hold_ctx {
     int fd;
     const char *data_dir, *name; /* name NULL: an anonymous container */
     bool remap_root;
+    const char *image; /* the canonical name of the image it runs, once known */
 };
 
 /* The holder's line, newline-terminated, malloc'd; NULL: out of memory. */
 static char *hold_line(pid_t pid, char *const *argv, char *const *env, const char *cwd,
-                       bool remap_root)
+                       bool remap_root, const char *image)
 {
-    json_t *o = json_pack("{s:i, s:o?, s:o?, s:s, s:b, s:b}", "pid", (json_int_t)pid, "argv",
+    json_t *o = json_pack("{s:i, s:o?, s:o?, s:s, s:b, s:b, s:s}", "pid", (json_int_t)pid, "argv",
                           strv_to_json(argv), "env", strv_to_json(env), "cwd", cwd ? cwd : "/",
-                          "remap_root", remap_root, "joined", false);
+                          "remap_root", remap_root, "joined", false, "image", image);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     char *line = NULL;
@@ -77,12 +79,12 @@ static int save_line(const struct hold_ctx *h, const char *line)
 static int announce(const struct hold_ctx *h, pid_t pid, char *const *argv, char *const *env,
                     const char *cwd)
 {
-    _cleanup_free_ char *line = hold_line(pid, argv, env, cwd, h->remap_root);
+    _cleanup_free_ char *line = hold_line(pid, argv, env, cwd, h->remap_root, h->image);
     if (!line)
         return -ENOMEM;
     int r = 0;
-    if (h->name && ((r = container_set_pid(h->data_dir, h->name, pid)) < 0 ||
-                    (r = save_line(h, line)) < 0))
+    if (h->name &&
+        ((r = container_set_pid(h->data_dir, h->name, pid)) < 0 || (r = save_line(h, line)) < 0))
         return r;
     return fd_write_all(h->fd, line, strlen(line));
 }
@@ -95,7 +97,7 @@ static int on_held(pid_t pid, char *const *argv, char *const *env, const char *c
 /* --run-entrypoint: the image's entrypoint runs with this as its command. The shell says its
  * pid and working directory on fd 4, then keeps the container until fd 3 (the caller's socket)
  * reads end-of-file: the entrypoint's setup is done and its environment is the shell's. */
-#define ENTRYPOINT_SHELL "printf '%s %s\\n' \"$$\" \"$(pwd)\" >&4; exec 4>&-; read _ <&3; exit 0"
+#define ENTRYPOINT_SHELL      "printf '%s %s\\n' \"$$\" \"$(pwd)\" >&4; exec 4>&-; read _ <&3; exit 0"
 #define ENTRYPOINT_TIMEOUT_MS (300 * 1000)
 
 struct entrypoint_ctx {
@@ -117,7 +119,8 @@ static int read_ready(struct entrypoint_ctx *x, pid_t *ret_pid, char **ret_cwd)
         if (k <= 0)
             return cli_fail("the image's entrypoint did not run its command within %d s; try "
                             "without running the entrypoint",
-                            ENTRYPOINT_TIMEOUT_MS / 1000), -ETIMEDOUT;
+                            ENTRYPOINT_TIMEOUT_MS / 1000),
+                   -ETIMEDOUT;
         ssize_t got = read(x->ready_r, buf + n, sizeof(buf) - 1 - n);
         if (got <= 0)
             return cli_fail("the image's entrypoint ended without running its command%s%s; try "
@@ -215,8 +218,8 @@ static void drop_image(struct container *c)
 /* An existing container for this hold: its image, with this hold's flags. */
 static int take_record(struct container *c, const struct container *rec)
 {
-    struct image_record img = {.name = rec->image, .config_digest = rec->config_digest,
-                               .layers = rec->layers};
+    struct image_record img = {
+        .name = rec->image, .config_digest = rec->config_digest, .layers = rec->layers};
     return run_take_image(c, &img);
 }
 
@@ -320,6 +323,7 @@ static int hold_container(struct cli_ctx *ctx, struct run_opts *o, const char *i
         if (r < 0)
             return cli_fail("%s", e.text), LAUNCH_EXIT_FAILED;
     }
+    h->image = o->c.image;
     struct launch_request req = {
         .c = &o->c,
         .config = &ctx->config,

@@ -217,9 +217,9 @@ int run_parse_options(int argc, char **argv, const struct cli_command *cmd, stru
     return optind;
 }
 
-int run_pull_with_helper(void *userdata, const char *name)
+int run_pull_with_helper(void *userdata, const char *name, const char *file)
 {
-    return cli_run_pull_helper(userdata, name);
+    return cli_run_pull_helper(userdata, name, file);
 }
 
 int run_take_image(struct container *c, const struct image_record *img)

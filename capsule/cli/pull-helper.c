@@ -112,11 +112,12 @@ static int run_helper(const struct cli_ctx *ctx, char *const *args, bool keep_st
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-int cli_run_pull_helper(const struct cli_ctx *ctx, const char *image)
+int cli_run_pull_helper(const struct cli_ctx *ctx, const char *image, const char *file)
 {
     /* What the pull prints is not the container's output: keep stdout for the command. */
-    char *args[] = {"pull", (char *)image, NULL};
-    return run_helper(ctx, args, false);
+    char *pull[] = {"pull", (char *)image, NULL};
+    char *load[] = {"load", "-q", "--name", (char *)image, (char *)file, NULL};
+    return run_helper(ctx, file ? load : pull, false);
 }
 
 int cli_print_version(const char *program)

@@ -27,7 +27,7 @@ int run_parse_options(int argc, char **argv, const struct cli_command *cmd, stru
 
 /* launch_resolve_image's pull: capsule-pull, which prints its own errors; userdata is the
  * struct cli_ctx. */
-int run_pull_with_helper(void *userdata, const char *name);
+int run_pull_with_helper(void *userdata, const char *name, const char *file);
 
 /* Fills the container's image fields from the record; 0 or -ENOMEM. */
 int run_take_image(struct container *c, const struct image_record *img);

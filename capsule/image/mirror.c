@@ -31,9 +31,8 @@ int mirror_check(const char *entry, struct errmsg *e)
     else if (strncmp(url, "https://", 8) == 0)
         host = url + 8;
     else
-        return errmsg_set(e, -EINVAL,
-                          "registry mirror '%s': the URL must start with http:// or https://",
-                          entry);
+        return errmsg_set(
+            e, -EINVAL, "registry mirror '%s': the URL must start with http:// or https://", entry);
     size_t n = strcspn(host, "/");
     bool trailing_only = host[n] == '\0' || strcmp(host + n, "/") == 0;
     if (n == 0 || !trailing_only || memchr(host, '@', n) || strpbrk(entry, " \t\n"))

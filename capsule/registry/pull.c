@@ -1,8 +1,6 @@
 /* capsule pull: manifest, config and layers into the store; see pull.h. */
 #include "capsule/registry/pull.h"
 
-#include "capsule/image/mirror.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -11,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "capsule/image/capsule-limits.h"
@@ -20,9 +17,7 @@
 #include "lib/macro.h"
 #include "capsule/image/manifest.h"
 #include "capsule/image/mirror.h"
-#include "lib/rm-tree.h"
 #include "lib/units.h"
-#include "capsule/store/unpack.h"
 
 /* Layers fetched at once at the most (parallel_downloads). */
 #define PULL_PARALLEL_MAX 32u
@@ -184,36 +179,16 @@ static void tell_state(const struct pull_ctx *c, size_t i, enum pull_layer_state
         c->ev->layer_state(c->ev->userdata, i, state);
 }
 
-/* Unpacks the verified blob into a fresh directory and moves it into layers/. The caller holds
- * the layer's lock. */
-static int layer_unpack(struct pull_ctx *c, const char *digest, struct errmsg *e)
-{
-    _cleanup_free_ char *blob = NULL, *tmp = NULL;
-    int r = store_blob_path(c->s, digest, &blob);
-    if (r < 0)
-        return errmsg_set(e, r, "out of memory");
-    _cleanup_close_ int fd = open(blob, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errmsg_set(e, negative_errno(), "%s: %m", blob);
-    r = store_layer_tmpdir(c->s, digest, &tmp, e);
-    if (r < 0)
-        return r;
-    r = unpack_layer_bounded(fd, tmp, c->o->max_unpacked_size, CAPSULE_UNPACK_RESERVE, NULL, e);
-    if (r >= 0)
-        r = store_layer_commit(c->s, digest, tmp, e);
-    if (r < 0) {
-        rm_tree(tmp);
-        return r;
-    }
-    if (!c->o->keep_blobs)
-        store_blob_remove(c->s, digest);
-    return 0;
-}
-
 static int layer_pull(struct pull_ctx *c, size_t i, struct errmsg *e)
 {
     const struct descriptor *d = &c->m->layers[i];
     _cleanup_close_ int lock_fd = -1;
+    /* A layer that is there stays there (gc is blocked while we pull): no lock, which a
+     * running container of another image holds shared for as long as it runs. */
+    if (store_has_layer(c->s, d->digest)) {
+        tell_state(c, i, PULL_LAYER_EXISTS);
+        return 0;
+    }
     /* Another process pulling the same layer holds this lock; once it is ours, the layer is
      * either there or ours to make. */
     int r = store_layer_lock(c->s, d->digest, true, true, &lock_fd, e);
@@ -241,7 +216,7 @@ static int layer_pull(struct pull_ctx *c, size_t i, struct errmsg *e)
             return r;
     }
     tell_state(c, i, PULL_LAYER_UNPACKING);
-    r = layer_unpack(c, d->digest, e);
+    r = store_layer_unpack(c->s, d->digest, c->o->max_unpacked_size, c->o->keep_blobs, e);
     if (r < 0)
         return r;
     tell_state(c, i, PULL_LAYER_DONE);
@@ -333,24 +308,6 @@ static int check_layer_sizes(struct store *s, const struct manifest *m, const st
     return 0;
 }
 
-static int record_fill(const char *name, const struct registry_manifest *raw,
-                       const struct manifest *m, struct image_record *rec)
-{
-    *rec = (struct image_record){.pulled_at = (int64_t)time(NULL), .n_layers = m->n_layers};
-    rec->name = strdup(name);
-    rec->manifest_digest = strdup(raw->digest);
-    rec->config_digest = strdup(m->config.digest);
-    rec->layers = calloc(m->n_layers + 1, sizeof(char *));
-    if (!rec->name || !rec->manifest_digest || !rec->config_digest || !rec->layers)
-        return -ENOMEM;
-    for (size_t i = 0; i < m->n_layers; i++) {
-        if (!(rec->layers[i] = strdup(m->layers[i].digest)))
-            return -ENOMEM;
-        rec->size += m->layers[i].size;
-    }
-    return 0;
-}
-
 static int pull_layers(struct store *s, struct registry *reg, const struct manifest *m,
                        const struct pull_opts *o, struct errmsg *e)
 {
@@ -438,7 +395,7 @@ int pull_image(struct store *s, const struct image_ref *ref, const struct pull_o
         r = check_layer_sizes(s, &m, o, e);
     if (r >= 0)
         r = pull_layers(s, reg, &m, o, e);
-    if (r >= 0 && record_fill(name, &raw, &m, &rec) < 0)
+    if (r >= 0 && image_record_fill(name, raw.digest, &m, &rec) < 0)
         r = errmsg_set(e, -ENOMEM, "out of memory");
     /* Last: only a pull whose every layer is in place leaves a record behind. */
     if (r >= 0)

@@ -18,7 +18,8 @@ static int take_strings(json_t *a, const char *what, bool assignments, char ***r
         return -ENOMEM;
     size_t i;
     json_t *s;
-    json_array_foreach(a, i, s) {
+    json_array_foreach(a, i, s)
+    {
         const char *text = json_string_value(s);
         if (!text || (assignments && (!strchr(text, '=') || text[0] == '=')))
             return errmsg_set(e, -EBADMSG, "%s entry %zu is not %s", what, i,
@@ -41,10 +42,11 @@ int held_parse(const char *text, size_t len, struct held *ret, struct errmsg *e)
     struct held h = {0};
     json_int_t pid = 0;
     json_t *argv = NULL, *env = NULL;
-    const char *cwd = NULL;
+    const char *cwd = NULL, *image = NULL;
     int remap = 0, joined = 0, r = 0;
-    if (json_unpack_ex(o, &err, 0, "{s:I, s:o, s:o, s:s, s:b, s:b}", "pid", &pid, "argv", &argv,
-                       "env", &env, "cwd", &cwd, "remap_root", &remap, "joined", &joined) < 0)
+    if (json_unpack_ex(o, &err, 0, "{s:I, s:o, s:o, s:s, s:b, s:b, s?s}", "pid", &pid, "argv",
+                       &argv, "env", &env, "cwd", &cwd, "remap_root", &remap, "joined", &joined,
+                       "image", &image) < 0)
         r = errmsg_set(e, -EBADMSG, "the holder's line: %s", err.text);
     else if (pid <= 1 || pid > 0x3fffffff)
         r = errmsg_set(e, -EBADMSG, "the holder's line: pid %lld is not a process to join",
@@ -52,7 +54,8 @@ int held_parse(const char *text, size_t len, struct held *ret, struct errmsg *e)
     else if (cwd[0] != '/')
         r = errmsg_set(e, -EBADMSG, "the holder's line: cwd '%s' is not absolute", cwd);
     else if ((r = take_strings(argv, "argv", false, &h.argv, e)) >= 0 &&
-             (r = take_strings(env, "env", true, &h.env, e)) >= 0 && !(h.cwd = strdup(cwd)))
+             (r = take_strings(env, "env", true, &h.env, e)) >= 0 &&
+             (!(h.cwd = strdup(cwd)) || (image && !(h.image = strdup(image)))))
         r = -ENOMEM;
     json_decref(o);
     if (r < 0) {
@@ -71,5 +74,6 @@ void held_done(struct held *h)
     strv_free(h->argv);
     strv_free(h->env);
     free(h->cwd);
+    free(h->image);
     *h = (struct held){0};
 }

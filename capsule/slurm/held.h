@@ -15,6 +15,7 @@ struct held {
     char **argv; /* the image's entrypoint and command under the step's flags */
     char **env;  /* "K=V" */
     char *cwd;
+    char *image; /* the canonical name of the image it runs */
     bool remap_root, joined;
 };
 

@@ -4,8 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "capsule/launch.h"
+#include "capsule/slurm/held.h"
 #include "lib/macro.h"
 #include "lib/strv.h"
 
@@ -17,16 +21,14 @@ bool hold_args_entrypoint(const struct pyxis_args *a, const struct plugin_config
 char *hold_entrypoint_log(const char *runtime_path, const struct hold_step *st)
 {
     char *p;
-    return asprintf(&p, "%s/%u/entrypoint.%u.%u.log", runtime_path, (unsigned)st->uid,
-                    st->job_id, st->step_id) < 0
+    return asprintf(&p, "%s/%u/entrypoint.%u.%u.log", runtime_path, (unsigned)st->uid, st->job_id,
+                    st->step_id) < 0
                ? NULL
                : p;
 }
 
 int hold_args_check(const struct pyxis_args *a, const struct plugin_config *c, struct errmsg *e)
 {
-    if (a->save)
-        return errmsg_set(e, -EINVAL, "--container-save is not supported yet");
     return 0;
 }
 
@@ -79,8 +81,7 @@ static int add_mount(char ***argv, const struct pyxis_mount *m, char *const *job
         return -ENOMEM;
     struct stat s;
     if (stat(src, &s) < 0 && (errno == ENOENT || errno == ENOTDIR))
-        return errmsg_set(e, -ENOENT, "--container-mounts: source path does not exist: %s",
-                          m->src);
+        return errmsg_set(e, -ENOENT, "--container-mounts: source path does not exist: %s", m->src);
     if (asprintf(&value, "%s:%s%s", src, dst, m->ro ? ":ro" : "") < 0)
         return -ENOMEM;
     return push2(argv, "--mount", value);
@@ -110,8 +111,7 @@ static int add_slurm_mounts(char ***argv, const struct hold_step *st)
 /* --gpus from the step's allocation. */
 static int add_gpus(char ***argv, char *const *job_env)
 {
-    static const char *const vars[] = {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS",
-                                       "CUDA_VISIBLE_DEVICES"};
+    static const char *const vars[] = {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"};
     const char *gpus = NULL;
     for (size_t i = 0; i < ELEMENTSOF(vars) && !gpus; i++)
         gpus = strv_env_get(job_env, vars[i]);
@@ -149,8 +149,9 @@ static int build_argv(const struct pyxis_args *a, const struct plugin_config *c,
         r = strv_push(argv, "--writable");
     if (r >= 0 && hold_args_entrypoint(a, c)) {
         _cleanup_free_ char *log = hold_entrypoint_log(c->runtime_path, st);
-        r = log && strv_push(argv, "--run-entrypoint") >= 0 ? push2(argv, "--entrypoint-output", log)
-                                                             : -ENOMEM;
+        r = log && strv_push(argv, "--run-entrypoint") >= 0
+                ? push2(argv, "--entrypoint-output", log)
+                : -ENOMEM;
     }
     for (size_t i = 0; r >= 0 && i < a->n_mounts; i++)
         r = add_mount(argv, &a->mounts[i], st->job_env, e);
@@ -158,8 +159,12 @@ static int build_argv(const struct pyxis_args *a, const struct plugin_config *c,
         r = add_slurm_mounts(argv, st);
     if (r >= 0)
         r = add_gpus(argv, st->job_env);
-    if (r >= 0 && a->image)
-        r = strv_push(argv, a->image);
+    if (r >= 0 && a->image) {
+        _cleanup_free_ char *file =
+            launch_is_image_file(a->image) ? host_path(a->image, st->job_env) : NULL;
+        r = launch_is_image_file(a->image) && !file ? -ENOMEM
+                                                    : strv_push(argv, file ? file : a->image);
+    }
     return r;
 }
 
@@ -189,12 +194,31 @@ static int build_env(const struct pyxis_args *a, char *const *job_env, char ***r
     return 0;
 }
 
+/* --container-save's folder must take the file: said before the step runs, not after. Run
+ * as the user (effective ids). */
+static int check_save(const struct pyxis_args *a, char *const *job_env, struct errmsg *e)
+{
+    _cleanup_free_ char *path = a->save ? hold_save_path(a, job_env) : NULL;
+    if (!a->save)
+        return 0;
+    if (!path)
+        return -ENOMEM;
+    char *slash = strrchr(path, '/');
+    *slash = '\0';
+    if (faccessat(AT_FDCWD, *path ? path : "/", W_OK | X_OK, AT_EACCESS) < 0)
+        return errmsg_set(e, negative_errno(), "--container-save: cannot write to %s: %m",
+                          *path ? path : "/");
+    return 0;
+}
+
 int hold_args_build(const struct pyxis_args *a, const struct plugin_config *c,
                     const struct hold_step *st, const char *program, struct hold_request *ret,
                     struct errmsg *e)
 {
     struct hold_request req = {.program = strdup(program), .argv = strv_new()};
     int r = req.program && req.argv && strv_push(&req.argv, program) >= 0 ? 0 : -ENOMEM;
+    if (r >= 0)
+        r = check_save(a, st->job_env, e);
     if (r >= 0)
         r = build_argv(a, c, st, &req.argv, e);
     if (r >= 0)
@@ -213,4 +237,32 @@ void hold_request_done(struct hold_request *r)
     strv_free(r->argv);
     strv_free(r->env);
     *r = (struct hold_request){0};
+}
+
+char *hold_save_path(const struct pyxis_args *a, char *const *job_env)
+{
+    return a->save ? host_path(a->save, job_env) : NULL;
+}
+
+int hold_args_save(const struct pyxis_args *a, const struct hold_step *st, const char *program,
+                   const struct held *h, struct hold_request *ret, struct errmsg *e)
+{
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)h->pid);
+    _cleanup_free_ char *path = hold_save_path(a, st->job_env);
+    struct hold_request req = {.program = strdup(program), .argv = strv_new()};
+    int r = req.program && req.argv && path ? 0 : -ENOMEM;
+    if (r >= 0 &&
+        (strv_push(&req.argv, program) < 0 || strv_push(&req.argv, "-q") < 0 ||
+         strv_push(&req.argv, "save") < 0 || push2(&req.argv, "--pid", pid) < 0 ||
+         (h->image && push2(&req.argv, "--image", h->image) < 0) || strv_push(&req.argv, path) < 0))
+        r = -ENOMEM;
+    if (r >= 0)
+        r = build_env(a, st->job_env, &req.env);
+    if (r < 0) {
+        hold_request_done(&req);
+        return errmsg_set(e, r, "out of memory");
+    }
+    *ret = req;
+    return 0;
 }

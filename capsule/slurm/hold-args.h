@@ -10,6 +10,8 @@
  *              relative to /), tmpfs as --mount tmpfs:DST:OPTS; a source that does not exist is an
  *              error naming it; the batch script (batch step) and the PMIx server's directory
  *              are bound where Slurm has them, so that the script and MPI work inside
+ *   save       --container-save's folder must be writable by the user (checked before the step
+ *              runs); the file is written by `capsule save` after the last task (hold_args_save)
  *   entrypoint --run-entrypoint when it is to run, its output to a file of the step that the
  *              plugin shows with --container-entrypoint-log or when the start fails
  *   GPUs       --gpus from the step's allocation (SLURM_STEP_GPUS, else SLURM_JOB_GPUS, else
@@ -53,12 +55,23 @@ char *hold_entrypoint_log(const char *runtime_path, const struct hold_step *st);
  * does not offer yet. 0 or -EINVAL with a message. */
 int hold_args_check(const struct pyxis_args *a, const struct plugin_config *c, struct errmsg *e);
 
-/* The hold for the step. 0, -ENOENT ("--container-mounts: source path does not exist: /x"),
+/* The hold for the step, worked out as the job's user (it checks paths). 0, -ENOENT
+ * ("--container-mounts: source path does not exist: /x"), -EACCES (--container-save's folder),
  * -EINVAL, -ENOMEM. */
 int hold_args_build(const struct pyxis_args *a, const struct plugin_config *c,
                     const struct hold_step *st, const char *program, struct hold_request *ret,
                     struct errmsg *e);
 void hold_request_done(struct hold_request *r);
+
+/* Where --container-save writes (relative to the job's working directory), malloc'd; NULL when
+ * not asked or out of memory. */
+char *hold_save_path(const struct pyxis_args *a, char *const *job_env);
+
+/* `capsule save --pid HOLDER --image IMAGE PATH` for --container-save once the step's tasks
+ * have ended, with the environment of the hold. 0 or -ENOMEM. */
+struct held;
+int hold_args_save(const struct pyxis_args *a, const struct hold_step *st, const char *program,
+                   const struct held *h, struct hold_request *ret, struct errmsg *e);
 
 /* The step's own variables, which a task keeps whatever the container's environment says
  * (SLURM_*, PMI_*, PMIX_*: per task or per step, the image cannot know them). */

@@ -9,8 +9,8 @@
 
 static int parse_bool(const char *key, const char *v, bool *ret, struct errmsg *e)
 {
-    static const char *const yes[] = {"1", "true", "yes", "y"}, *const no[] = {"0", "false",
-                                                                                "no", "n"};
+    static const char *const yes[] = {"1", "true", "yes", "y"}, *const no[] = {"0", "false", "no",
+                                                                               "n"};
     for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
         if (strcmp(v, yes[i]) == 0)
             return *ret = true, 0;
@@ -45,8 +45,7 @@ static int apply(struct plugin_config *c, const char *key, const char *v, struct
         else if (strcmp(v, "global") == 0)
             c->scope = PLUGIN_SCOPE_GLOBAL;
         else
-            return errmsg_set(e, -EINVAL, "container_scope: invalid value: %s (job or global)",
-                              v);
+            return errmsg_set(e, -EINVAL, "container_scope: invalid value: %s (job or global)", v);
         return 0;
     }
     return errmsg_set(e, -EINVAL,

@@ -30,8 +30,7 @@ const struct pyxis_opt_info pyxis_opts[PYXIS_OPT_COUNT] = {
                               "[capsule] be root inside the container (yourself outside)"},
     [PYXIS_OPT_NO_REMAP_ROOT] = {"no-container-remap-root", NULL,
                                  "[capsule] be yourself inside the container"},
-    [PYXIS_OPT_ENTRYPOINT] = {"container-entrypoint", NULL,
-                              "[capsule] run the image's entrypoint"},
+    [PYXIS_OPT_ENTRYPOINT] = {"container-entrypoint", NULL, "[capsule] run the image's entrypoint"},
     [PYXIS_OPT_NO_ENTRYPOINT] = {"no-container-entrypoint", NULL,
                                  "[capsule] do not run the image's entrypoint"},
     [PYXIS_OPT_ENTRYPOINT_LOG] = {"container-entrypoint-log", NULL,
@@ -47,8 +46,7 @@ const struct pyxis_opt_info pyxis_opts[PYXIS_OPT_COUNT] = {
 void pyxis_args_init(struct pyxis_args *a)
 {
     *a = (struct pyxis_args){
-        .mount_home = -1, .remap_root = -1, .entrypoint = -1, .entrypoint_log = -1,
-        .writable = -1};
+        .mount_home = -1, .remap_root = -1, .entrypoint = -1, .entrypoint_log = -1, .writable = -1};
 }
 
 static void mount_done(struct pyxis_mount *m)
@@ -104,11 +102,9 @@ static int check_image(const char *v, struct errmsg *e)
                           "--container-image '%s': images from a local Docker or Podman are "
                           "not supported; push it to a registry",
                           v);
+    /* An image file (a --container-save archive): found when the step starts. */
     if (v[0] == '/' || v[0] == '.')
-        return errmsg_set(e, -EINVAL,
-                          "--container-image '%s': image files are not supported; use a "
-                          "registry image",
-                          v);
+        return 0;
     struct image_ref ref = {0};
     struct errmsg why = {{0}};
     int r = image_ref_parse(v, &ref, &why);
@@ -413,13 +409,12 @@ bool pyxis_args_enabled(const struct pyxis_args *a)
     return a->image || a->name;
 }
 
-void pyxis_args_say_ignored(const struct pyxis_args *a, void (*say)(void *userdata, const char *msg),
-                            void *userdata)
+void pyxis_args_say_ignored(const struct pyxis_args *a,
+                            void (*say)(void *userdata, const char *msg), void *userdata)
 {
     static const enum pyxis_opt reported[] = {
-        PYXIS_OPT_MOUNTS,     PYXIS_OPT_WORKDIR,    PYXIS_OPT_SAVE,
-        PYXIS_OPT_MOUNT_HOME, PYXIS_OPT_REMAP_ROOT, PYXIS_OPT_ENTRYPOINT,
-        PYXIS_OPT_WRITABLE,   PYXIS_OPT_ENV,
+        PYXIS_OPT_MOUNTS,     PYXIS_OPT_WORKDIR,    PYXIS_OPT_SAVE,     PYXIS_OPT_MOUNT_HOME,
+        PYXIS_OPT_REMAP_ROOT, PYXIS_OPT_ENTRYPOINT, PYXIS_OPT_WRITABLE, PYXIS_OPT_ENV,
     };
     if (pyxis_args_enabled(a))
         return;

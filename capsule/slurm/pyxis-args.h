@@ -15,11 +15,13 @@
  *     without the mounts its owner asked for is worse than one that stops);
  *   - without --container-image and --container-name the plugin does nothing for the step.
  *
- * Mounts: SRC[:DST[:FLAGS]] separated by ',', FLAGS joined by '+'. SRC alone mounts it at the
- * same path. SRC is an absolute or relative host path, or "tmpfs" (FLAGS then are tmpfs options
- * such as size=1G, plus ro). Flags of a bind: ro, rw, rbind, and the propagation flags private
- * and rprivate (what every mount of a container has anyway); others are refused by name. DST
- * must be absolute or relative (to the container's /). Spaces in paths are fine. */
+ * Images: a reference in Docker's or enroot's spelling (checked here), or a path (starting with
+ * '.' or '/': an image archive, as --container-save writes them; relative to the job's working
+ * directory). Mounts: SRC[:DST[:FLAGS]] separated by ',', FLAGS joined by '+'. SRC alone mounts it
+ * at the same path. SRC is an absolute or relative host path, or "tmpfs" (FLAGS then are tmpfs
+ * options such as size=1G, plus ro). Flags of a bind: ro, rw, rbind, and the propagation flags
+ * private and rprivate (what every mount of a container has anyway); others are refused by name.
+ * DST must be absolute or relative (to the container's /). Spaces in paths are fine. */
 #pragma once
 
 #include <stdbool.h>
@@ -97,5 +99,5 @@ bool pyxis_args_enabled(const struct pyxis_args *a);
 /* Without an image or a name, each option given is ignored: says so once per option, through
  * say(userdata, "ignoring --container-mounts because neither --container-image nor
  * --container-name is set"). */
-void pyxis_args_say_ignored(const struct pyxis_args *a, void (*say)(void *userdata, const char *msg),
-                            void *userdata);
+void pyxis_args_say_ignored(const struct pyxis_args *a,
+                            void (*say)(void *userdata, const char *msg), void *userdata);

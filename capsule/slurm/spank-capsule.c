@@ -9,6 +9,7 @@
  *   slurmstepd user_init (the user)    `capsule hold` for the step: image resolved and pulled
  *                                      once per node, the container held (step.h)
  *   task_init (each task, the user)    the task's environment, then it joins the container
+ *   task_exit (the step's last task)   --container-save: `capsule save` as the user
  *   slurmstepd exit                    the hold released: unnamed containers go, named ones stay
  *   job epilog (root)                  the job's folder removed: what a crashed, cancelled or
  *                                      requeued job left
@@ -49,6 +50,7 @@ static struct spank_option options[PYXIS_OPT_COUNT + 1];
 static struct step_holder holder = STEP_HOLDER_NULL;
 static struct errmsg start_error;
 static bool start_failed, enabled;
+static uint32_t tasks_exited;
 
 /* libgpunode's log lines go to Slurm's log. */
 static void log_to_slurm(enum log_level level, const char *file, int line, const char *msg,
@@ -60,6 +62,11 @@ static void log_to_slurm(enum log_level level, const char *file, int line, const
         slurm_info("capsule: %s", msg);
     else
         slurm_debug("capsule: %s", msg);
+}
+
+static const char *capsule_program(void)
+{
+    return config.capsule ? config.capsule : CAPSULE_BINDIR "/capsule";
 }
 
 static int fail(const char *what, const struct errmsg *e)
@@ -98,8 +105,7 @@ static int register_options(spank_t sp)
 static int on_slurmd_start(void)
 {
     slurm_info("capsule: spank_capsule %s, built for Slurm %d.%02d.%d", GPUNODE_VERSION,
-               SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER),
-               SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
+               SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER), SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
                SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
     if (mkdir(config.runtime_path, 0755) < 0 && errno != EEXIST) {
         slurm_error("capsule: couldn't mkdir %s: %m", config.runtime_path);
@@ -195,8 +201,7 @@ static int step_facts(spank_t sp, struct hold_step *st, struct errmsg *e)
         return errmsg_set(e, -EIO, "couldn't get the job's ids and environment");
     st->job_env = env;
     st->batch = st->step_id == SLURM_BATCH_SCRIPT;
-    if (st->batch && (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS ||
-                      argc < 1))
+    if (st->batch && (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1))
         return errmsg_set(e, -EIO, "couldn't get the batch script");
     st->batch_script = st->batch ? argv[0] : NULL;
     return 0;
@@ -225,13 +230,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     struct hold_request req = {0};
     int r = step_facts(sp, &st, &start_error);
     if (r >= 0)
-        r = hold_args_build(&args, &config, &st,
-                            config.capsule ? config.capsule : CAPSULE_BINDIR "/capsule", &req,
-                            &start_error);
+        r = hold_args_build(&args, &config, &st, capsule_program(), &req, &start_error);
     if (r >= 0) {
         struct step_spawn s = {
-            .program = req.program, .argv = req.argv, .env = req.env, .uid = st.uid,
-            .gid = st.gid};
+            .program = req.program, .argv = req.argv, .env = req.env, .uid = st.uid, .gid = st.gid};
         r = step_hold(&s, &holder, &start_error);
     }
     hold_request_done(&req);
@@ -278,6 +280,36 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     if (step_join(&holder.held, args.workdir, &e) < 0)
         return fail(NULL, &e);
     return 0;
+}
+
+/* --container-save, once: the step's files as an image archive, written as the user while the
+ * container is still held, before srun returns. */
+static int save_container(spank_t sp)
+{
+    struct hold_step st = {0};
+    struct hold_request req = {0};
+    struct errmsg e = {{0}};
+    int r = step_facts(sp, &st, &e);
+    if (r >= 0)
+        r = hold_args_save(&args, &st, capsule_program(), &holder.held, &req, &e);
+    if (r >= 0) {
+        struct step_spawn s = {
+            .program = req.program, .argv = req.argv, .env = req.env, .uid = st.uid, .gid = st.gid};
+        r = step_run(&s, &e);
+    }
+    if (r >= 0)
+        slurm_spank_log("capsule: saved the container to %s", req.argv[strv_length(req.argv) - 1]);
+    hold_request_done(&req);
+    return r < 0 ? fail("--container-save", &e) : 0;
+}
+
+int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+    uint32_t n = 0;
+    if (!enabled || start_failed || !args.save || spank_context() != S_CTX_REMOTE ||
+        spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &n) != ESPANK_SUCCESS || ++tasks_exited != n)
+        return 0;
+    return save_container(sp);
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)

@@ -19,14 +19,14 @@
 #include "lib/macro.h"
 
 #define STDERR_KEEP 8192 /* what is kept of capsule's stderr for the message */
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MIN(a, b)   ((a) < (b) ? (a) : (b))
 
-/* The child: fds 0..3 in place, the job's ids (all three of each), then capsule. Only
- * async-signal-safe calls: slurmstepd has threads. */
+/* The child: fds 0..3 in place (3 only with a socket), the job's ids (all three of each), then
+ * capsule. Only async-signal-safe calls: slurmstepd has threads. */
 static _Noreturn void spawn_child(const struct step_spawn *s, int sock, int err, int null)
 {
     if (dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0 ||
-        dup2(err, STDERR_FILENO) < 0 || dup2(sock, 3) < 0)
+        dup2(err, STDERR_FILENO) < 0 || (sock >= 0 && dup2(sock, 3) < 0))
         _exit(125);
     close_range(4, ~0U, 0);
     if (setresgid(s->gid, s->gid, s->gid) < 0 || setresuid(s->uid, s->uid, s->uid) < 0)
@@ -49,8 +49,8 @@ static int failure(const char *err, size_t n, int status, const char *program, s
         if (l > skip && strncmp(p, "usage:", 6) != 0 && len + l + 3 < sizeof(msg)) {
             if (len)
                 len += (size_t)snprintf(msg + len, sizeof(msg) - len, "; ");
-            len += (size_t)snprintf(msg + len, sizeof(msg) - len, "%.*s", (int)(l - skip),
-                                    p + skip);
+            len +=
+                (size_t)snprintf(msg + len, sizeof(msg) - len, "%.*s", (int)(l - skip), p + skip);
         }
         p += l + 1;
     }
@@ -206,4 +206,40 @@ int step_join(const struct held *h, const char *workdir, struct errmsg *e)
     if (chdir(dir) < 0)
         return errmsg_set(e, negative_errno(), "couldn't chdir to %s: %m", dir);
     return h->remap_root ? id_filter_install(e) : 0;
+}
+
+int step_run(const struct step_spawn *s, struct errmsg *e)
+{
+    int ep[2];
+    if (pipe2(ep, O_CLOEXEC) < 0)
+        return errmsg_set(e, negative_errno(), "pipe: %m");
+    _cleanup_close_ int err_r = ep[0], err_w = ep[1];
+    _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0)
+        return errmsg_set(e, negative_errno(), "open /dev/null: %m");
+    pid_t pid = fork();
+    if (pid < 0)
+        return errmsg_set(e, negative_errno(), "fork: %m");
+    if (pid == 0)
+        spawn_child(s, -1, err_w, null);
+    struct step_holder h = {.pid = pid, .pidfd = pidfd_open(pid, 0), .sock = -1};
+    closep(&err_w);
+    if (h.pidfd < 0) {
+        int r = errmsg_set(e, negative_errno(), "pidfd_open: %m");
+        kill(pid, SIGKILL);
+        return r;
+    }
+    char errbuf[STDERR_KEEP];
+    /* Reads stderr to its end, then the status: 0 only for exit status 0. */
+    siginfo_t si = {0};
+    size_t n = 0;
+    ssize_t got;
+    while ((got = read(err_r, errbuf + n, STDERR_KEEP - n)) > 0 || (got < 0 && errno == EINTR))
+        n += got > 0 ? (size_t)got : 0;
+    int w = waitid(P_PIDFD, (id_t)h.pidfd, &si, WEXITED);
+    closep(&h.pidfd);
+    if (w == 0 && si.si_code == CLD_EXITED && si.si_status == 0)
+        return 0;
+    int status = w < 0 ? 0 : si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) : si.si_status;
+    return failure(errbuf, n, status, s->program, e);
 }

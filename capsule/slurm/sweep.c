@@ -67,8 +67,8 @@ static void sweep_jobs(int jobs_fd, const char *where, int64_t boot)
     struct dirent *de;
     while ((de = readdir(d))) {
         struct stat s;
-        if (de->d_name[0] == '.' ||
-            fstatat(dirfd(d), de->d_name, &s, AT_SYMLINK_NOFOLLOW) < 0 || s.st_ctime >= boot)
+        if (de->d_name[0] == '.' || fstatat(dirfd(d), de->d_name, &s, AT_SYMLINK_NOFOLLOW) < 0 ||
+            s.st_ctime >= boot)
             continue;
         int r = rm_tree_at(dirfd(d), de->d_name, NULL);
         if (r < 0)

@@ -10,9 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "capsule/image/digest.h"
+#include "capsule/image/manifest.h"
 #include "lib/log.h"
 #include "capsule/image/ref.h"
 #include "lib/strv.h"
@@ -372,4 +374,22 @@ int store_image_remove(struct store *s, const char *name, struct errmsg *e)
     if (errno == ENOENT)
         return errmsg_set(e, -ENOENT, "image '%s' is not in the cache", name);
     return errmsg_set(e, negative_errno(), "cannot remove '%s/%s': %m", s->root, rel);
+}
+
+int image_record_fill(const char *name, const char *manifest_digest, const struct manifest *m,
+                      struct image_record *rec)
+{
+    *rec = (struct image_record){.pulled_at = (int64_t)time(NULL), .n_layers = m->n_layers};
+    rec->name = strdup(name);
+    rec->manifest_digest = strdup(manifest_digest);
+    rec->config_digest = strdup(m->config.digest);
+    rec->layers = calloc(m->n_layers + 1, sizeof(char *));
+    if (!rec->name || !rec->manifest_digest || !rec->config_digest || !rec->layers)
+        return -ENOMEM;
+    for (size_t i = 0; i < m->n_layers; i++) {
+        if (!(rec->layers[i] = strdup(m->layers[i].digest)))
+            return -ENOMEM;
+        rec->size += m->layers[i].size;
+    }
+    return 0;
 }

@@ -93,6 +93,13 @@ int store_layer_tmpdir(struct store *s, const char *digest, char **ret, struct e
  * returned. The caller holds the layer's lock exclusive. */
 int store_layer_commit(struct store *s, const char *digest, const char *tmpdir, struct errmsg *e);
 
+/* Unpacks the layer blob digest (in blobs/) into layers/ (store_layer_tmpdir, unpack.h's
+ * unpack_layer_bounded within max_unpacked bytes and CAPSULE_UNPACK_RESERVE, store_layer_commit)
+ * and drops the blob unless keep_blob. The caller holds the layer's lock exclusively (a pull, an
+ * archive import). 0 or -errno with a message. */
+int store_layer_unpack(struct store *s, const char *digest, uint64_t max_unpacked, bool keep_blob,
+                       struct errmsg *e);
+
 /* ---- images ---- */
 
 struct image_record {
@@ -105,6 +112,11 @@ struct image_record {
     int64_t pulled_at; /* Unix time */
 };
 void image_record_done(struct image_record *r);
+/* Fills *ret (pulled_at now) for image name from its manifest's digest and parsed manifest.
+ * 0, or -ENOMEM (*ret then holds what was filled: image_record_done it). */
+struct manifest;
+int image_record_fill(const char *name, const char *manifest_digest, const struct manifest *m,
+                      struct image_record *ret);
 /* Saves (atomically replaces) the record of r->name. */
 int store_image_save(struct store *s, const struct image_record *r, struct errmsg *e);
 /* Finds an image by canonical name (image_ref_format()). -ENOENT "image 'x' is not in the

@@ -67,7 +67,7 @@ static void save(struct store *s, const char *name)
 }
 
 /* The fake pull: remembers what it was asked for and, when it succeeds, caches that name. */
-static int fake_pull(void *userdata, const char *name)
+static int fake_pull(void *userdata, const char *name, const char *file)
 {
     struct ctx *c = userdata;
     c->pulls++;

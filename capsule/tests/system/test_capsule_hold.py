@@ -141,3 +141,26 @@ def test_hold_runs_the_entrypoint_first(env, workdir):
     assert h.line is None
     err = h.stderr()
     assert "entrypoint ended without running its command" in err and h.proc.returncode == 125, err
+
+
+def test_save_a_held_container_and_run_the_file(env, workdir):
+    """What --container-save does: the files of a running container, its changes included, as
+    an image archive; `capsule run FILE` (and skopeo) take it back, with the source's settings."""
+    home, name = env
+    h = Held(home, "--no-home", "--writable", name)
+    assert h.line, h.stderr()
+    r = inside(h.line["pid"], "/bin/sh", "-c", "echo saved > /etc/mark; mkdir -p /tmp/x")
+    assert r.returncode == 0, r.stderr
+    out = workdir / "saved.tar"
+    r = home.capsule("save", "--pid", str(h.line["pid"]), "--image", name, str(out))
+    assert r.returncode == 0, r.stderr
+    assert h.close() == 0
+    assert (os.stat(out).st_mode & 0o777) == 0o600
+    r = subprocess.run(["skopeo", "inspect", f"oci-archive:{out}"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    # The image's Entrypoint (/bin/sh) and Env came along; the change is in it.
+    r = home.capsule("run", "--no-home", str(out), "-c", 'cat /etc/mark /etc/hello; echo "$A"')
+    assert r.returncode == 0 and r.stdout == "saved\nchanged\n1\n", r.stderr
+    assert "localhost/file/saved:latest" in [i["name"] for i in home.images_json()]
+    r = home.capsule("run", "--no-home", str(workdir / "missing.tar"), "true")
+    assert r.returncode == 125 and "missing.tar" in r.stderr, r.stderr

@@ -723,3 +723,19 @@ def test_check_reports_this_host(env):
     for what in ("user namespaces", "overlayfs in userns", "image cache"):
         assert any(line.startswith("ok") and what in line for line in r.stdout.splitlines()), \
             r.stdout
+
+
+def test_pull_while_a_container_uses_a_shared_layer(env, images, workdir):
+    """A running container holds its layers' locks shared for as long as it runs (so gc leaves
+    them alone); pulling another image that shares one must not wait for it to end (a Slurm
+    job's container runs for days)."""
+    home, name, reg = env
+    images.push("other", reg.host, "other:1")
+    p = home.popen("run", "--no-home", name, "-c", "echo ready; busybox sleep 60",
+                   log=workdir / "long.log")
+    try:
+        cu.wait_for(lambda: "ready" in p.log(), 20, "the container to start")
+        r = home.capsule("pull", "-q", f"{reg.host}/other:1", timeout=30)
+        assert r.returncode == 0, r.stderr
+    finally:
+        p.stop()

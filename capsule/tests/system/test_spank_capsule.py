@@ -54,6 +54,7 @@ class World:
              and not k.startswith(("SLURM_", "PYXIS_"))}
         e.update(self.home.env())
         e["SLURM_CONF"] = str(self.slurm.conf)
+        e["PWD"] = str(self.home.home)  # where run() starts srun, as a shell would say
         e.update(extra or {})
         return e
 
@@ -307,3 +308,18 @@ def test_global_scope_and_no_sbatch_support(images, capsule_users, workdir):
         assert r.returncode != 0 and "container-image" in r.stderr, r.stderr
     finally:
         w.close()
+
+
+def test_container_save_and_run_the_file(world):
+    # Relative to the job's working directory (the home here), as Pyxis takes it.
+    saved = world.home.home / "env.tar"
+    r = ok(world.srun("-n2", f"--container-image={world.image}", "--container-writable",
+                      "--container-save=env.tar", "sh", "-c",
+                      'if [ "$SLURM_PROCID" = 0 ]; then echo kept > /etc/mark; fi'), world)
+    assert "saved the container to " + str(saved) in r.stderr, r.stderr
+    assert saved.is_file() and saved.stat().st_uid == world.user[0]
+    r = ok(world.srun("--container-image=./env.tar", "cat", "/etc/mark", "/etc/hello"), world)
+    assert r.stdout == "kept\nchanged\n"
+    r = world.srun(f"--container-image={world.image}", "--container-save=/nonexistent/dir/x.tar",
+                   "true")
+    assert r.returncode != 0 and "--container-save" in r.stderr, r.stderr
