@@ -41,7 +41,19 @@ int sweep_job(const char *runtime_path, uid_t uid, uint32_t job_id, struct errms
     _cleanup_free_ char *dir = hold_job_dir(runtime_path, uid, job_id);
     if (!dir)
         return errmsg_set(e, -ENOMEM, "out of memory");
-    int r = rm_tree(dir);
+    /* runtime_path is root's; below it the user's folder is theirs, so "jobs" could be a link
+     * to anywhere: each step is opened without following one. */
+    char uid_s[16], job_s[16];
+    snprintf(uid_s, sizeof(uid_s), "%u", (unsigned)uid);
+    snprintf(job_s, sizeof(job_s), "%u", job_id);
+    _cleanup_close_ int top = open(runtime_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int user =
+        top < 0 ? -1 : openat(top, uid_s, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int jobs =
+        user < 0 ? -1 : openat(user, "jobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (jobs < 0)
+        return errno == ENOENT ? 0 : errmsg_set(e, negative_errno(), "couldn't open %s: %m", dir);
+    int r = rm_tree_at(jobs, job_s, NULL);
     return r < 0 ? errmsg_set(e, r, "couldn't remove %s: %s", dir, strerror(-r)) : 0;
 }
 

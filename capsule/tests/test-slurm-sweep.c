@@ -69,6 +69,16 @@ static void test_epilog_removes_the_jobs_folder_only(void **state)
     assert_true(exists(p));
     /* a job that left nothing */
     assert_int_equal(sweep_job(root, 1000, 99, &e), 0);
+    /* The user's "jobs" made a link to another folder with a 7 in it: not followed. */
+    mkdirs("2000");
+    mkdirs("elsewhere/7");
+    path(p, sizeof(p), "2000/jobs");
+    char target[256];
+    path(target, sizeof(target), "elsewhere");
+    assert_int_equal(symlink(target, p), 0);
+    assert_true(sweep_job(root, 2000, 7, &e) < 0);
+    path(p, sizeof(p), "elsewhere/7");
+    assert_true(exists(p));
 }
 
 static void test_after_a_crash_only_older_jobs_go(void **state)
