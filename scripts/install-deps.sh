@@ -21,8 +21,9 @@ PACKAGES=(
     # system tests and their real peers (TESTBED.md)
     python3 python3-pytest python3-requests docker.io busybox-static socat prometheus
     docker-registry skopeo umoci apache2-utils python3-cryptography python3-jwt
-    # the Slurm plugin (spank.h) and the real Slurm its tests run
-    libslurm-dev slurmctld slurmd slurm-client
+    # the Slurm plugin (spank.h) and the real Slurm its tests run; Slurm's mpi/pmix opens
+    # pmix2/lib/libpmix.so, which only libpmix-dev provides
+    libslurm-dev slurmctld slurmd slurm-client libpmix2 libpmix-dev
     curl util-linux passwd procps
     # systemd-analyze verify checks the shipped units
     systemd

@@ -87,7 +87,7 @@ static int add_mount(char ***argv, const struct pyxis_mount *m, char *const *job
     return push2(argv, "--mount", value);
 }
 
-/* The directory of the PMIx server of the step, when Slurm made one: MPI inside needs it. */
+/* The batch step's script, where Slurm has it: the batch shell runs it inside. */
 static int add_slurm_mounts(char ***argv, const struct hold_step *st)
 {
     _cleanup_free_ char *script = NULL;
@@ -95,16 +95,6 @@ static int add_slurm_mounts(char ***argv, const struct hold_step *st)
         (asprintf(&script, "%s:%s:ro", st->batch_script, st->batch_script) < 0 ||
          push2(argv, "--mount", script) < 0))
         return -ENOMEM;
-    static const char *const dirs[] = {"PMIX_SERVER_TMPDIR", "SLURM_PMIX_TMPDIR"};
-    for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
-        const char *d = strv_env_get(st->job_env, dirs[i]);
-        struct stat s;
-        _cleanup_free_ char *value = NULL;
-        if (!d || d[0] != '/' || stat(d, &s) < 0 || !S_ISDIR(s.st_mode))
-            continue;
-        if (asprintf(&value, "%s:%s", d, d) < 0 || push2(argv, "--mount", value) < 0)
-            return -ENOMEM;
-    }
     return 0;
 }
 

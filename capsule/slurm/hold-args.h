@@ -8,8 +8,7 @@
  *              refused: two overlays cannot share one writable layer)
  *   mounts     binds as --mount SRC:DST[:ro] (SRC relative to the job's working directory, DST
  *              relative to /), tmpfs as --mount tmpfs:DST:OPTS; a source that does not exist is an
- *              error naming it; the batch script (batch step) and the PMIx server's directory
- *              are bound where Slurm has them, so that the script and MPI work inside
+ *              error naming it; the batch step's script is bound where Slurm has it
  *   save       --container-save's folder must be writable by the user (checked before the step
  *              runs); the file is written by `capsule save` after the last task (hold_args_save)
  *   entrypoint --run-entrypoint when it is to run, its output to a file of the step that the

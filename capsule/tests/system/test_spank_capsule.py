@@ -323,3 +323,36 @@ def test_container_save_and_run_the_file(world):
     r = world.srun(f"--container-image={world.image}", "--container-save=/nonexistent/dir/x.tar",
                    "true")
     assert r.returncode != 0 and "--container-save" in r.stderr, r.stderr
+
+
+def test_a_running_named_container_is_joined(world):
+    """--container-name's flags, as Pyxis has them: auto joins a container another step holds
+    (it sees that step's files in /tmp, a tmpfs of the container's own), exec only joins, and
+    exec of one that is not running fails."""
+    script = (f"srun -n1 --overlap --container-image={world.image} --container-name=svc sh -c "
+              "'echo from-first > /tmp/f; sleep 30' & first=$!; "
+              "for i in $(seq 50); do srun -n1 --overlap --container-name=svc:exec true "
+              "2>/dev/null && break; sleep 0.2; done; "
+              "srun -n1 --overlap --container-name=svc cat /tmp/f; "
+              "srun -n1 --overlap --container-name=svc:exec cat /tmp/f; "
+              "srun -n1 --overlap --container-name=svc:no_exec true; echo no_exec=$?; "
+              "kill $first; wait; "
+              "srun -n1 --overlap --container-name=svc:exec true; echo exec=$?")
+    r = ok(world.run("salloc", "-n2", "sh", "-c", script), world)
+    assert r.stdout.count("from-first") == 2, r.stdout + r.stderr
+    assert "no_exec=1" in r.stdout and "exec=1" in r.stdout, r.stdout + r.stderr
+    assert "already running" in r.stderr and "is not running" in r.stderr, r.stderr
+    # slurmd said which Slurm the plugin was built for.
+    log = (world.slurm.dir / "log" / "d.log").read_text(errors="replace")
+    assert re.search(r"capsule: spank_capsule \S+, built for Slurm \d+\.\d+\.\d+", log)
+
+
+def test_pmix_tasks_reach_their_server(world):
+    # PMIx (Slurm's mpi/pmix with Debian's libpmix2): each task has its rank and the server's
+    # address (TCP on the loopback, which the container shares with the host).
+    r = ok(world.srun("--mpi=pmix", "-n2", f"--container-image={world.image}", "sh", "-c",
+                      'echo "$PMIX_RANK $PMIX_NAMESPACE ${PMIX_SERVER_URI41%%;*}"'), world)
+    lines = sorted(r.stdout.splitlines())
+    assert [l.split()[0] for l in lines] == ["0", "1"], r.stdout + r.stderr
+    assert all(l.split()[1].startswith("slurm.pmix.") and l.split()[2].startswith("pmix-server.")
+               for l in lines), r.stdout
