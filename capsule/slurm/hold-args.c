@@ -98,14 +98,52 @@ static int add_slurm_mounts(char ***argv, const struct hold_step *st)
     return 0;
 }
 
-/* --gpus from the step's allocation. */
-static int add_gpus(char ***argv, char *const *job_env)
+/* The step's GPUs, as Slurm's indexes: the step's allocation (the batch step's is the job's on
+ * this node); not CUDA_VISIBLE_DEVICES, which anyone may set. NULL: none. */
+static const char *step_gpus(const struct hold_step *st)
 {
-    static const char *const vars[] = {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"};
-    const char *gpus = NULL;
-    for (size_t i = 0; i < ELEMENTSOF(vars) && !gpus; i++)
-        gpus = strv_env_get(job_env, vars[i]);
-    return push2(argv, "--gpus", gpus && *gpus ? gpus : "none");
+    const char *v = strv_env_get(st->job_env, st->batch ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS");
+    return v && *v ? v : NULL;
+}
+
+/* --gpus from the step's allocation; none without one. */
+static int add_gpus(char ***argv, const struct hold_step *st)
+{
+    const char *gpus = step_gpus(st);
+    return push2(argv, "--gpus", gpus ? gpus : "none");
+}
+
+int hold_task_gpus(const char *step, const char *task, char **ret)
+{
+    _cleanup_free_ char *s = step ? strdup(step) : NULL, *t = task ? strdup(task) : NULL;
+    if (!s || !t || !*t)
+        return 1;
+    _cleanup_strv_free_ char **all = NULL, **mine = NULL;
+    for (char *c = s; *c; c++)
+        *c = *c == ',' ? ' ' : *c;
+    for (char *c = t; *c; c++)
+        *c = *c == ',' ? ' ' : *c;
+    if (strv_split_blanks(s, &all) < 0 || strv_split_blanks(t, &mine) < 0)
+        return -ENOMEM;
+    _cleanup_free_ char *out = calloc(strv_length(mine) * 12 + 1, 1);
+    if (!out)
+        return -ENOMEM;
+    for (size_t i = 0; mine[i]; i++) {
+        size_t k = 0;
+        while (all[k] && strcmp(all[k], mine[i]) != 0)
+            k++;
+        if (!all[k])
+            return 1;
+        sprintf(out + strlen(out), "%s%zu", i ? "," : "", k);
+    }
+    *ret = TAKE_PTR(out);
+    return 0;
+}
+
+char *hold_step_gpus(const struct hold_step *st)
+{
+    const char *v = step_gpus(st);
+    return v ? strdup(v) : NULL;
 }
 
 static int add_name(char ***argv, const struct pyxis_args *a)
@@ -148,7 +186,7 @@ static int build_argv(const struct pyxis_args *a, const struct plugin_config *c,
     if (r >= 0)
         r = add_slurm_mounts(argv, st);
     if (r >= 0)
-        r = add_gpus(argv, st->job_env);
+        r = add_gpus(argv, st);
     if (r >= 0 && a->image) {
         _cleanup_free_ char *file =
             launch_is_image_file(a->image) ? host_path(a->image, st->job_env) : NULL;

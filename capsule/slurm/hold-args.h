@@ -13,8 +13,10 @@
  *              runs); the file is written by `capsule save` after the last task (hold_args_save)
  *   entrypoint --run-entrypoint when it is to run, its output to a file of the step that the
  *              plugin shows with --container-entrypoint-log or when the start fails
- *   GPUs       --gpus from the step's allocation (SLURM_STEP_GPUS, else SLURM_JOB_GPUS, else
- *              CUDA_VISIBLE_DEVICES, as indexes); none when the step has none
+ *   GPUs       --gpus from the step's allocation (SLURM_STEP_GPUS; the batch step's
+ *              SLURM_JOB_GPUS), as indexes; none when the step has none (CUDA_VISIBLE_DEVICES,
+ *              which a user may set, decides nothing); a task's own share (--gpus-per-task)
+ *              is renumbered into the container's numbering (hold_task_gpus)
  *   env        the job's, less PATH, LD_LIBRARY_PATH, LD_PRELOAD (capsule is the admin's
  *              program, run with a plain PATH) and LANG, LANGUAGE, LC_ALL unless
  *              --container-env names them (Pyxis' rule: the host's locale is rarely in the
@@ -71,6 +73,14 @@ char *hold_save_path(const struct pyxis_args *a, char *const *job_env);
 struct held;
 int hold_args_save(const struct pyxis_args *a, const struct hold_step *st, const char *program,
                    const struct held *h, struct hold_request *ret, struct errmsg *e);
+
+/* A task's CUDA_VISIBLE_DEVICES in the container's numbering: the step's GPUs are 0..n-1
+ * inside in the order of step ("2,3"), so the task's "3" is "1". 0 and *ret (malloc'd), 1 when
+ * there is nothing to renumber (no task value, or one that names a GPU not in step: left as the
+ * container has it), -ENOMEM. */
+int hold_task_gpus(const char *step, const char *task, char **ret);
+/* The step's GPU list as Slurm gave it (malloc'd), NULL when it has none. */
+char *hold_step_gpus(const struct hold_step *st);
 
 /* The step's own variables, which a task keeps whatever the container's environment says
  * (SLURM_*, PMI_*, PMIX_*: per task or per step, the image cannot know them). */

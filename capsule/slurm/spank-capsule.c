@@ -32,6 +32,7 @@
 #include "capsule/slurm/pyxis-args.h"
 #include "capsule/slurm/step.h"
 #include "capsule/slurm/sweep.h"
+#include "lib/fileio.h"
 #include "lib/log.h"
 #include "lib/macro.h"
 #include "lib/strv.h"
@@ -51,6 +52,7 @@ static struct step_holder holder = STEP_HOLDER_NULL;
 static struct errmsg start_error;
 static bool start_failed, enabled;
 static uint32_t tasks_exited;
+static char *container_gpus; /* the step's GPUs the container was given (Slurm's indexes) */
 
 /* libgpunode's log lines go to Slurm's log. */
 static void log_to_slurm(enum log_level level, const char *file, int line, const char *msg,
@@ -109,6 +111,16 @@ static int on_slurmd_start(void)
                SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
     if (mkdir(config.runtime_path, 0755) < 0 && errno != EEXIST) {
         slurm_error("capsule: couldn't mkdir %s: %m", config.runtime_path);
+        return -1;
+    }
+    /* Root makes users' folders in it and cleans them: it must be root's alone (not one a user
+     * made in /tmp beforehand). */
+    struct stat s;
+    if (lstat(config.runtime_path, &s) < 0 || !S_ISDIR(s.st_mode) || s.st_uid != 0 ||
+        (s.st_mode & 022)) {
+        slurm_error("capsule: runtime_path %s must be a directory of root's that no one else may "
+                    "write to",
+                    config.runtime_path);
         return -1;
     }
     sweep_after_boot(config.runtime_path);
@@ -208,18 +220,25 @@ static int step_facts(spank_t sp, struct hold_step *st, struct errmsg *e)
 }
 
 /* The entrypoint's output, to the job's output when wanted (Pyxis' --container-entrypoint-log,
- * or when the start failed); then gone. */
+ * or when the start failed); then gone. The file lies in the user's folder: only a regular file
+ * of theirs is read, never blocking and at most ENTRYPOINT_LOG_MAX bytes (slurmstepd waits here,
+ * and a fifo put in its place must not hold it). */
+#define ENTRYPOINT_LOG_MAX (64 * 1024)
 static void show_entrypoint_log(const struct hold_step *st, bool show)
 {
     _cleanup_free_ char *path = hold_entrypoint_log(config.runtime_path, st);
-    _cleanup_fclose_ FILE *f = path ? fopen(path, "re") : NULL;
-    char line[1024];
-    for (int n = 0; show && f && n < 200 && fgets(line, sizeof(line), f); n++) {
-        line[strcspn(line, "\n")] = '\0';
-        slurm_spank_log("capsule: entrypoint: %s", line);
-    }
-    if (path)
-        (void)unlink(path);
+    _cleanup_free_ char *text = malloc(ENTRYPOINT_LOG_MAX + 1);
+    size_t len = 0;
+    if (!path || !text)
+        return;
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    struct stat s;
+    if (show && fd >= 0 && fstat(fd, &s) == 0 && S_ISREG(s.st_mode) && s.st_uid == st->uid &&
+        fd_read_up_to(fd, text, ENTRYPOINT_LOG_MAX, &len) >= 0 && ((text[len] = '\0'), true))
+        for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
+             line = strtok_r(NULL, "\n", &save))
+            slurm_spank_log("capsule: entrypoint: %s", line);
+    (void)unlink(path);
 }
 
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
@@ -235,6 +254,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
         struct step_spawn s = {
             .program = req.program, .argv = req.argv, .env = req.env, .uid = st.uid, .gid = st.gid};
         r = step_hold(&s, &holder, &start_error);
+        /* Kept: in a task, Slurm's variable may hold that task's share only. */
+        container_gpus = hold_step_gpus(&st);
     }
     hold_request_done(&req);
     if (st.job_env && hold_args_entrypoint(&args, &config))
@@ -245,9 +266,20 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     return 0;
 }
 
+/* The task's own GPUs (--gpus-per-task), which Slurm set before this: renumbered as the
+ * container numbers the step's, in place of the container's whole list. */
+static void renumber_task_gpus(spank_t sp, const char *task_cvd)
+{
+    _cleanup_free_ char *mine = NULL;
+    if (hold_task_gpus(container_gpus, task_cvd, &mine) == 0)
+        spank_setenv(sp, "CUDA_VISIBLE_DEVICES", mine, 1);
+}
+
 /* The task's environment: the container's, except what the job's must keep. */
 static int set_task_env(spank_t sp)
 {
+    char cvd[256];
+    bool had_cvd = spank_getenv(sp, "CUDA_VISIBLE_DEVICES", cvd, sizeof(cvd)) == ESPANK_SUCCESS;
     static const char *const dropped[] = {"LANG", "LANGUAGE", "LC_ALL"};
     for (size_t i = 0; i < ELEMENTSOF(dropped); i++)
         if (!strv_contains(args.env_names, dropped[i]))
@@ -265,6 +297,8 @@ static int set_task_env(spank_t sp)
             return -1;
         }
     }
+    if (!strv_contains(args.env_names, "CUDA_VISIBLE_DEVICES"))
+        renumber_task_gpus(sp, had_cvd ? cvd : NULL);
     return 0;
 }
 
@@ -273,12 +307,19 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     if (!enabled)
         return 0;
     struct errmsg e = {{0}};
-    if (start_failed)
-        return fail(NULL, &start_error);
+    /* This is the task's own process, just before its exec: a task that cannot be in its
+     * container ends here, also where plugstack.conf says `optional` (where Slurm would run it
+     * outside after a failed task_init). */
+    if (start_failed) {
+        fail(NULL, &start_error);
+        _exit(1);
+    }
     if (set_task_env(sp) < 0)
-        return -1;
-    if (step_join(&holder.held, args.workdir, &e) < 0)
-        return fail(NULL, &e);
+        _exit(1);
+    if (step_join(&holder.held, args.workdir, &e) < 0) {
+        fail(NULL, &e);
+        _exit(1);
+    }
     return 0;
 }
 
@@ -319,6 +360,8 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
         slurm_error("capsule: the container's holder did not end in %d s; killed it",
                     RELEASE_TIMEOUT_MS / 1000);
     pyxis_args_done(&args);
+    free(container_gpus);
+    container_gpus = NULL;
     plugin_config_done(&config);
     return 0;
 }

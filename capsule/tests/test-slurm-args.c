@@ -212,6 +212,17 @@ static void test_hold_arguments(void **state)
                                "--join --gpus none");
     hold_request_done(&req);
     pyxis_args_done(&a);
+    /* a task's own GPUs, renumbered as the container numbers the step's */
+    char *mine = NULL;
+    assert_int_equal(hold_task_gpus("2,3", "3", &mine), 0);
+    assert_string_equal(mine, "1");
+    free(mine);
+    assert_int_equal(hold_task_gpus("0,2,5", "5,0", &mine), 0);
+    assert_string_equal(mine, "2,0");
+    free(mine);
+    assert_int_equal(hold_task_gpus("2,3", "7", &mine), 1);
+    assert_int_equal(hold_task_gpus("2,3", NULL, &mine), 1);
+    assert_int_equal(hold_task_gpus(NULL, "0", &mine), 1);
     assert_true(hold_env_is_the_jobs("SLURM_PROCID"));
     assert_true(hold_env_is_the_jobs("PMIX_RANK"));
     assert_false(hold_env_is_the_jobs("OMPI_MCA_pml"));

@@ -240,6 +240,14 @@ def test_gpus_are_exactly_the_allocations(world):
                           GPU_PROBE, env=env), world)
         assert r.stdout.splitlines()[:2] == ["/dev/nvidia0", "/dev/nvidia1"], r.stdout
         assert r.stdout.splitlines()[2].startswith("CUDA=0,1 "), r.stdout
+        # --gpus-per-task: each task sees its own GPU, numbered as the container numbers them.
+        r = ok(world.srun("-n2", "--gpus-per-task=1", f"--container-image={world.image}", "sh",
+                          "-c", 'echo "$SLURM_PROCID $CUDA_VISIBLE_DEVICES"', env=env), world)
+        assert sorted(r.stdout.splitlines()) == ["0 0", "1 1"], r.stdout + r.stderr
+        # CUDA_VISIBLE_DEVICES set by the user decides nothing.
+        r = ok(world.srun(f"--container-image={world.image}", "sh", "-c", GPU_PROBE,
+                          env=dict(env, CUDA_VISIBLE_DEVICES="0,1")), world)
+        assert "/dev/nvidia" not in r.stdout, r.stdout
         r = ok(world.srun(f"--container-image={world.image}", "sh", "-c", GPU_PROBE, env=env),
                world)
         # A step without GPUs gets none.
