@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "capsule/image/capsule-limits.h"
@@ -252,7 +253,28 @@ int launch_file_image_name(const char *path, char **ret)
         start[--len] = '\0';
     if (!len)
         return -EINVAL;
-    return asprintf(ret, "localhost/file/%s:latest", start) < 0 ? -ENOMEM : 0;
+    char abs[PATH_MAX];
+    const char *key = realpath(path, abs) ? abs : path;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *c = key; *c; c++)
+        h = (h ^ (unsigned char)*c) * 16777619u;
+    return asprintf(ret, "localhost/file/%s:p%08x", start, (unsigned)h) < 0 ? -ENOMEM : 0;
+}
+
+int launch_image_file_check(const char *path, struct errmsg *e)
+{
+    static const char *const squashfs[] = {".sqsh", ".squashfs", ".sqfs"};
+    size_t n = strlen(path);
+    for (size_t i = 0; i < ELEMENTSOF(squashfs); i++) {
+        size_t k = strlen(squashfs[i]);
+        if (n >= k && strcasecmp(path + n - k, squashfs[i]) == 0)
+            return errmsg_set(e, -ENOTSUP,
+                              "'%s': squashfs images (enroot's) cannot be run; use the image's "
+                              "registry name, or an image archive (--container-save, capsule "
+                              "save)",
+                              path);
+    }
+    return 0;
 }
 
 /* An image file: loaded (again) under its name, then found by it. */
@@ -260,7 +282,10 @@ static int resolve_file(struct store *st, const char *path, launch_pull_fn pull,
                         struct image_record *ret, struct errmsg *e)
 {
     _cleanup_free_ char *name = NULL;
-    int r = launch_file_image_name(path, &name);
+    int r = launch_image_file_check(path, e);
+    if (r < 0)
+        return r;
+    r = launch_file_image_name(path, &name);
     if (r < 0)
         return errmsg_set(e, r, "image file '%s': %s", path,
                           r == -ENOMEM ? "out of memory" : "no name can be made of it");

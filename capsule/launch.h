@@ -55,10 +55,16 @@ typedef int (*launch_pull_fn)(void *userdata, const char *name, const char *file
  * rule for --container-image). */
 bool launch_is_image_file(const char *arg);
 
-/* The name an image file is cached under: "localhost/file/BASE:latest", BASE the file's name
- * without its extension, lower case, other characters than [a-z0-9._-] as '-'. malloc'd into
- * *ret; 0, -EINVAL (no usable name: "/", "..") or -ENOMEM. */
+/* The name an image file is cached under: "localhost/file/BASE:pHASH", BASE the file's name
+ * without its extension, lower case, other characters than [a-z0-9_-] as '-', HASH 8 hex digits
+ * of its absolute path (two files of one name in different folders are two images, also when
+ * two jobs load them at once). malloc'd into *ret; 0, -EINVAL (no usable name: "/", "..") or
+ * -ENOMEM. */
 int launch_file_image_name(const char *path, char **ret);
+
+/* Refuses what capsule cannot run as an image file before anything starts: enroot's squashfs
+ * images (*.sqsh, *.squashfs, *.sqfs), with what to do instead. 0 or -ENOTSUP with a message. */
+int launch_image_file_check(const char *path, struct errmsg *e);
 
 /* Finds the image a user named (store_image_find: a cached name in any spelling, else an ID
  * prefix; an image file is loaded every time, whatever the policy, under

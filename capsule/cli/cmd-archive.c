@@ -111,7 +111,8 @@ int cmd_load(int argc, char **argv, struct cli_ctx *ctx)
         } else if (c == 'h')
             return printf("usage: capsule %s\n\nPuts the image of FILE, an OCI image archive "
                           "(oci-archive: from `capsule save`, skopeo or podman), into the cache "
-                          "as NAME (default localhost/file/BASE:latest) and prints the name.\n",
+                          "as NAME (default localhost/file/BASE:pHASH, HASH of its path) and "
+                          "prints the name.\n",
                           cmd->usage),
                    0;
         else if (c != 'q')

@@ -86,7 +86,14 @@ static int announce(const struct hold_ctx *h, pid_t pid, char *const *argv, char
     if (h->name &&
         ((r = container_set_pid(h->data_dir, h->name, pid)) < 0 || (r = save_line(h, line)) < 0))
         return r;
-    return fd_write_all(h->fd, line, strlen(line));
+    if ((r = fd_write_all(h->fd, line, strlen(line))) < 0)
+        return r;
+    /* The caller stops listening once it has the line (spank_capsule closes its end of our
+     * stderr): what the cleanup says later must not end this process with SIGPIPE. */
+    _cleanup_close_ int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null >= 0)
+        (void)dup2(null, STDERR_FILENO);
+    return 0;
 }
 
 static int on_held(pid_t pid, char *const *argv, char *const *env, const char *cwd, void *userdata)

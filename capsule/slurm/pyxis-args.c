@@ -7,6 +7,7 @@
 
 #include "capsule/containers.h"
 #include "capsule/image/ref.h"
+#include "capsule/launch.h"
 #include "lib/macro.h"
 #include "lib/strv.h"
 
@@ -104,7 +105,7 @@ static int check_image(const char *v, struct errmsg *e)
                           v);
     /* An image file (a --container-save archive): found when the step starts. */
     if (v[0] == '/' || v[0] == '.')
-        return 0;
+        return launch_image_file_check(v, e) < 0 ? -EINVAL : 0;
     struct image_ref ref = {0};
     struct errmsg why = {{0}};
     int r = image_ref_parse(v, &ref, &why);
@@ -382,6 +383,12 @@ static bool given(const struct pyxis_args *a, enum pyxis_opt o)
 int pyxis_args_apply_env(struct pyxis_args *a, const char *(*get)(void *userdata, const char *name),
                          void *userdata, struct errmsg *e)
 {
+    /* Pyxis 0.24's namespaces of its own: refused rather than ignored, or the step would share
+     * the host's network while its owner asked it not to. */
+    if (get(userdata, "PYXIS_CONTAINER_UNSHARE"))
+        return errmsg_set(e, -EINVAL,
+                          "PYXIS_CONTAINER_UNSHARE: namespaces of the container's own "
+                          "(--container-unshare) are not supported");
     for (size_t i = 0; i < ELEMENTSOF(env_defaults); i++) {
         const struct env_default *d = &env_defaults[i];
         const char *v = get(userdata, d->var);

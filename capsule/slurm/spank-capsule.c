@@ -346,9 +346,12 @@ static int save_container(spank_t sp)
 
 int slurm_spank_task_exit(spank_t sp, int ac, char **av)
 {
-    uint32_t n = 0;
+    uint32_t n = 0, node = 0;
+    /* Once per step: on its first node (every node would write the same path), after its last
+     * task there. */
     if (!enabled || start_failed || !args.save || spank_context() != S_CTX_REMOTE ||
-        spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &n) != ESPANK_SUCCESS || ++tasks_exited != n)
+        spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &n) != ESPANK_SUCCESS || ++tasks_exited != n ||
+        spank_get_item(sp, S_JOB_NODEID, &node) != ESPANK_SUCCESS || node != 0)
         return 0;
     return save_container(sp);
 }

@@ -58,6 +58,8 @@ static void test_images_and_names(void **state)
     pyxis_args_done(&a);
     pyxis_args_init(&a);
     /* an image archive (--container-save's), found when the step starts */
+    assert_int_equal(set(&a, PYXIS_OPT_IMAGE, "./ubuntu.sqsh", &e), -EINVAL);
+    assert_non_null(strstr(e.text, "squashfs images (enroot's) cannot be run"));
     assert_int_equal(set(&a, PYXIS_OPT_IMAGE, "./env.tar", &e), 0);
     assert_int_equal(set(&a, PYXIS_OPT_NAME, "dev:exec", &e), 0);
     assert_string_equal(a.name, "dev");
@@ -132,6 +134,11 @@ static void test_environment_defaults(void **state)
     /* _WRITABLE is read before _READONLY */
     assert_int_equal(a.writable, 1);
     assert_true(strv_contains(a.env_names, "B"));
+    pyxis_args_done(&a);
+    char *unshare[] = {"PYXIS_CONTAINER_UNSHARE=net", NULL};
+    pyxis_args_init(&a);
+    assert_int_equal(pyxis_args_apply_env(&a, env_of, unshare, &e), -EINVAL);
+    assert_non_null(strstr(e.text, "PYXIS_CONTAINER_UNSHARE"));
     pyxis_args_done(&a);
     char *bad[] = {"PYXIS_CONTAINER_REMAP_ROOT=maybe", NULL};
     pyxis_args_init(&a);

@@ -161,6 +161,8 @@ def test_save_a_held_container_and_run_the_file(env, workdir):
     # The image's Entrypoint (/bin/sh) and Env came along; the change is in it.
     r = home.capsule("run", "--no-home", str(out), "-c", 'cat /etc/mark /etc/hello; echo "$A"')
     assert r.returncode == 0 and r.stdout == "saved\nchanged\n1\n", r.stderr
-    assert "localhost/file/saved:latest" in [i["name"] for i in home.images_json()]
+    assert [i["name"] for i in home.images_json() if i["name"].startswith("localhost/file/saved:p")]
+    r = home.capsule("run", "--no-home", str(workdir / "env.sqsh"), "true")
+    assert r.returncode == 125 and "squashfs images (enroot's) cannot be run" in r.stderr, r.stderr
     r = home.capsule("run", "--no-home", str(workdir / "missing.tar"), "true")
     assert r.returncode == 125 and "missing.tar" in r.stderr, r.stderr
