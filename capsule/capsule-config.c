@@ -282,7 +282,8 @@ static char *clean_target(const char *path)
 static int tmpfs_options(const char *s, const char *opts, char **ret, unsigned *flags,
                          struct errmsg *e)
 {
-    _cleanup_free_ char *copy = strdup(opts ? opts : ""), *out = malloc(strlen(opts ? opts : "") + 1);
+    _cleanup_free_ char *copy = strdup(opts ? opts : ""),
+                        *out = malloc(strlen(opts ? opts : "") + 1);
     if (!copy || !out)
         return -ENOMEM;
     out[0] = '\0';

@@ -59,6 +59,7 @@ void capsule_config_done(struct capsule_config *c);
 
 /* Parses "SRC:DST[:ro|rw]" (a --mount value or a config mounts entry) into m, or
  * "tmpfs:DST[:OPTIONS]" (a new tmpfs; OPTIONS as mount(8) takes them, "size=1G,mode=1777", plus
- * ro: MOUNT_TMPFS with the options as source). SRC must be an absolute host path, DST an absolute container path other than / and /proc; DST is cleaned as
- * Docker does ("/a/../b/" is "/b"). Returns 0 or -EINVAL naming the value. */
+ * ro: MOUNT_TMPFS with the options as source). SRC must be an absolute host path, DST an absolute
+ * container path other than / and /proc; DST is cleaned as Docker does ("/a/../b/" is "/b").
+ * Returns 0 or -EINVAL naming the value. */
 int capsule_parse_mount(const char *s, struct mount_entry *ret, struct errmsg *e);

@@ -96,11 +96,11 @@ static json_t *state_to_json(const struct container *c)
                      "s:b, s:b, s:I}",
                      "name", c->name, "image", c->image, "config_digest", c->config_digest,
                      "layers", strv_to_json(c->layers), "entrypoint", c->entrypoint, "args",
-                     strv_to_json(c->args), "env", strv_to_json(c->user_env), "workdir",
-                     c->workdir, "mounts", strv_to_json(c->mounts), "gpus", c->gpus,
-                     "driver_root", c->driver_root, "writable", c->writable, "remap_root",
-                     c->remap_root, "pid_ns", c->pid_ns, "no_home", c->no_home, "ephemeral",
-                     c->ephemeral, "created_at", (json_int_t)c->created_at);
+                     strv_to_json(c->args), "env", strv_to_json(c->user_env), "workdir", c->workdir,
+                     "mounts", strv_to_json(c->mounts), "gpus", c->gpus, "driver_root",
+                     c->driver_root, "writable", c->writable, "remap_root", c->remap_root, "pid_ns",
+                     c->pid_ns, "no_home", c->no_home, "ephemeral", c->ephemeral, "created_at",
+                     (json_int_t)c->created_at);
 }
 
 static int dup_opt(const char *s, char **ret)

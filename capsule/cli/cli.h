@@ -66,8 +66,8 @@ struct registry_opts;
 void cli_registry_opts(const struct cli_ctx *ctx, struct registry_opts *ret);
 
 /* Subcommands, one per cmd-*.c. */
-int cmd_pull(int argc, char **argv, struct cli_ctx *ctx);   /* cmd-pull.c */
-int cmd_save(int argc, char **argv, struct cli_ctx *ctx);   /* cmd-archive.c: save, load */
+int cmd_pull(int argc, char **argv, struct cli_ctx *ctx); /* cmd-pull.c */
+int cmd_save(int argc, char **argv, struct cli_ctx *ctx); /* cmd-archive.c: save, load */
 int cmd_load(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_images(int argc, char **argv, struct cli_ctx *ctx); /* cmd-images.c: images, rmi, gc */
 int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx);

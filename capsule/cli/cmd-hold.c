@@ -413,7 +413,6 @@ int cmd_hold(int argc, char **argv, struct cli_ctx *ctx)
     };
     rc = hold_container(ctx, &o, i < argc ? argv[i] : NULL, &h);
 out:
-    container_done(&o.c);
-    free(o.data_dir);
+    run_opts_done(&o);
     return rc;
 }

@@ -21,7 +21,6 @@
 
 extern char **environ;
 
-
 static const char run_help[] =
     "options:\n"
     "  --name NAME            name the container (capsule exec/ps see it)\n"
@@ -217,6 +216,14 @@ int run_parse_options(int argc, char **argv, const struct cli_command *cmd, stru
     return optind;
 }
 
+void run_opts_done(struct run_opts *o)
+{
+    container_done(&o->c);
+    free(o->data_dir);
+    free(o->entrypoint_output);
+    o->data_dir = o->entrypoint_output = NULL;
+}
+
 int run_pull_with_helper(void *userdata, const char *name, const char *file)
 {
     return cli_run_pull_helper(userdata, name, file);
@@ -401,9 +408,7 @@ static int run_or_create(int argc, char **argv, struct cli_ctx *ctx, bool create
     }
 out:
     image_record_done(&img);
-    container_done(&o.c);
-    free(o.data_dir);
-    free(o.entrypoint_output);
+    run_opts_done(&o);
     return rc;
 }
 

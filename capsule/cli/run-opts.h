@@ -25,6 +25,9 @@ struct run_opts {
  * exit code (as a negative number) after printing the error. o->hold_fd must start at -1. */
 int run_parse_options(int argc, char **argv, const struct cli_command *cmd, struct run_opts *o);
 
+/* Frees what the options hold. */
+void run_opts_done(struct run_opts *o);
+
 /* launch_resolve_image's pull: capsule-pull, which prints its own errors; userdata is the
  * struct cli_ctx. */
 int run_pull_with_helper(void *userdata, const char *name, const char *file);

@@ -64,9 +64,10 @@ void init_null_stdio(void);
 /* Sends a failure report (best effort: the pipe is large enough for one report). */
 void init_report(int fd, int err, unsigned flags, const char *msg);
 
-/* Runs the command in this process (or, with hold_fd, stays without one): finishing steps, chdir, signal mask, PATH lookup of argv[0]
- * in env's PATH, execve. Never returns: on failure it reports "exec 'x': …" (-ENOENT when not
- * found, -EACCES when not executable) or the finishing step's error and exits (127/126/125). */
+/* Runs the command in this process (or, with hold_fd, stays without one): finishing steps, chdir,
+ * signal mask, PATH lookup of argv[0] in env's PATH, execve. Never returns: on failure it reports
+ * "exec 'x': …" (-ENOENT when not found, -EACCES when not executable) or the finishing step's error
+ * and exits (127/126/125). */
 _Noreturn void init_exec_command(const struct init_command *c);
 
 /* Forwards the forwarded signals to pid (a terminal's only when it did not reach pid by itself,

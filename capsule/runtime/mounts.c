@@ -703,8 +703,7 @@ int mounts_host_root_prepare(const struct run_spec *spec, struct mounts_host_roo
     for (size_t i = 0; i < spec->n_mounts; i++) {
         const struct mount_entry *m = &spec->mounts[i];
         if (!m->source || (m->flags & MOUNT_TMPFS) || stat(m->source, &st) < 0 ||
-            st.st_dev != root.st_dev ||
-            st.st_ino != root.st_ino)
+            st.st_dev != root.st_dev || st.st_ino != root.st_ino)
             continue;
         if (!ret->trees) {
             if (!(ret->trees = malloc(spec->n_mounts * sizeof(int))))
@@ -771,8 +770,9 @@ static int setup_spec(struct setup *s, const struct run_spec *spec,
                               m->source ? m->source : "(no source)");
         int tree = host && i < host->n ? host->trees[i] : -1;
         int r = (m->flags & MOUNT_TMPFS) ? mount_tmpfs(s, m, e)
-                : tree >= 0             ? bind_host_root(s, tree, m, e)
-                            : bind_at(s, m->source, m->target, m->flags | BIND_SPEC | BIND_RECORD, e);
+                : tree >= 0
+                    ? bind_host_root(s, tree, m, e)
+                    : bind_at(s, m->source, m->target, m->flags | BIND_SPEC | BIND_RECORD, e);
         if (r >= 0 && tree >= 0 &&
             (r = record_bind(s, host->root_dev, host->root_ino, m->target)) < 0)
             return errmsg_set(e, r, "out of memory");

@@ -525,7 +525,8 @@ static void run_ctx_done(struct run_ctx *c)
 static int check_spec(const struct run_spec *s, struct errmsg *e)
 {
     if (s->hold ? s->hold_fd <= STDERR_FILENO || s->tty : !s->argv || !s->argv[0] || !s->argv[0][0])
-        return errmsg_set(e, -EINVAL, s->hold ? "nothing to hold the container by" : "no command to run");
+        return errmsg_set(e, -EINVAL,
+                          s->hold ? "nothing to hold the container by" : "no command to run");
     if (!s->upper_dir != !s->work_dir)
         return errmsg_set(e, -EINVAL, "an upper directory needs a work directory and back");
     if (s->n_layers > 0 && !s->layers)

@@ -37,8 +37,8 @@ enum {
     MOUNT_TMPFS = 1 << 3,    /* a new tmpfs, not a bind: source holds its options ("" none) */
 };
 
-/* A bind mount from the host into the container (or a tmpfs, MOUNT_TMPFS). target is an absolute path inside. Symlinks
- * in target are resolved inside the container root, never on the host. */
+/* A bind mount from the host into the container (or a tmpfs, MOUNT_TMPFS). target is an absolute
+ * path inside. Symlinks in target are resolved inside the container root, never on the host. */
 struct mount_entry {
     char *source;
     char *target;
@@ -88,9 +88,9 @@ struct run_spec {
     size_t n_keep_fds;
     const int *output_fd;
     /* Instead of a command (argv unused): the container's process stays, idle, until hold_fd
-     * (above 2; the process keeps it) reads end-of-file or it is killed; host programs join it meanwhile
-     * (runtime_join), as the tasks of a Slurm step do. The root's finishing steps (ld cache,
-     * read-only remount) are done before on_started is called. */
+     * (above 2; the process keeps it) reads end-of-file or it is killed; host programs join it
+     * meanwhile (runtime_join), as the tasks of a Slurm step do. The root's finishing steps (ld
+     * cache, read-only remount) are done before on_started is called. */
     bool hold;
     int hold_fd;
     char *const *env; /* the complete environment, "K=V", NULL-terminated */

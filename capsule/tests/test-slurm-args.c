@@ -247,14 +247,15 @@ static void test_held_line(void **state)
     assert_string_equal(h.cwd, "/w");
     assert_true(h.remap_root);
     held_done(&h);
+#define REST "\"remap_root\":false,\"joined\":false}"
     static const char *const bad[] = {
         "",
         "{}",
-        "{\"pid\":1,\"argv\":[],\"env\":[],\"cwd\":\"/\",\"remap_root\":false,\"joined\":false}",
-        "{\"pid\":42,\"argv\":[],\"env\":[\"=x\"],\"cwd\":\"/"
-        "\",\"remap_root\":false,\"joined\":false}",
-        "{\"pid\":42,\"argv\":[],\"env\":[],\"cwd\":\"rel\",\"remap_root\":false,\"joined\":false}",
+        "{\"pid\":1,\"argv\":[],\"env\":[],\"cwd\":\"/\"," REST,
+        "{\"pid\":42,\"argv\":[],\"env\":[\"=x\"],\"cwd\":\"/\"," REST,
+        "{\"pid\":42,\"argv\":[],\"env\":[],\"cwd\":\"rel\"," REST,
     };
+#undef REST
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_int_equal(held_parse(bad[i], strlen(bad[i]), &h, &e), -EBADMSG);
         assert_true(e.text[0]);

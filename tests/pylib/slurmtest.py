@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from gntest import Proc, ProcessDied, free_port, wait_for
+from gntest import Proc, ProcessDied, free_port, reachable_copy, wait_for
 
 SLURM_PROGRAMS = ("slurmctld", "slurmd", "srun", "sbatch", "sinfo", "scontrol", "squeue")
 
@@ -103,10 +103,13 @@ def plain_plugin(built):
     def sanitized(path):
         r = subprocess.run(["ldd", str(path)], capture_output=True, text=True)
         return "libasan" in r.stdout or "libubsan" in r.stdout
-    if not sanitized(built):
-        return built
-    other = os.environ.get("GPUNODE_SPANK_PLUGIN")
-    if not other or sanitized(other):
-        raise AssertionError(f"{built} is built with sanitizers and cannot be loaded into "
-                             "slurmd; set GPUNODE_SPANK_PLUGIN to a plain build's plugin")
-    return Path(other)
+    plugin = Path(built)
+    if sanitized(built):
+        other = os.environ.get("GPUNODE_SPANK_PLUGIN")
+        if not other or sanitized(other):
+            raise AssertionError(f"{built} is built with sanitizers and cannot be loaded into "
+                                 "slurmd; set GPUNODE_SPANK_PLUGIN to a plain build's plugin")
+        plugin = Path(other)
+    # srun and sbatch load it as the job's user: a copy where they can read it (the checkout may
+    # be below a folder only root can enter).
+    return reachable_copy(plugin) / plugin.name

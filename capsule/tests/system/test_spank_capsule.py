@@ -206,10 +206,12 @@ def test_scancel_leaves_nothing_behind(world):
                     "--container-name=long", "--wrap", "sleep 300")
     ok(job, world)
     jid = job.stdout.strip().split(";")[0]
-    cu.wait_for(lambda: holders(world), 60, "the batch step's container")
     job_dir = world.runtime / str(world.user[0]) / "jobs" / jid
-    assert (job_dir / "containers" / "long").is_dir()
-    ok(world.run("scancel", jid))
+    try:
+        cu.wait_for(lambda: (job_dir / "containers" / "long").is_dir() and holders(world), 60,
+                    "the batch step's named container")
+    finally:
+        ok(world.run("scancel", jid))
     cu.wait_for(lambda: not holders(world), 60, "the container to go with the job")
     try:
         cu.wait_for(lambda: not job_dir.exists(), 60, "the job's epilog to remove its folder")
@@ -260,16 +262,20 @@ def test_a_killed_slurmstepd_leaves_no_container(world):
     job = ok(world.run("sbatch", "--parsable", f"--container-image={world.image}",
                        "--container-name=doomed", "--wrap", "sleep 300"), world)
     jid = job.stdout.strip().split(";")[0]
-    cu.wait_for(lambda: holders(world), 60, "the batch step's container")
-    stepd = subprocess.run(["pgrep", "-f", f"slurmstepd: \\[{jid}.batch\\]"],
-                           capture_output=True, text=True).stdout.split()
-    assert stepd, "no slurmstepd for the batch step"
+    job_dir = world.runtime / str(world.user[0]) / "jobs" / jid
+    try:
+        cu.wait_for(lambda: (job_dir / "containers" / "doomed").is_dir() and holders(world), 60,
+                    "the batch step's named container")
+        stepd = subprocess.run(["pgrep", "-f", f"slurmstepd: \\[{jid}.batch\\]"],
+                               capture_output=True, text=True).stdout.split()
+        assert stepd, "no slurmstepd for the batch step"
+    except AssertionError:
+        world.run("scancel", jid)
+        raise
     for pid in stepd:
         os.kill(int(pid), 9)
     # The holder's socket closed with slurmstepd: the container goes at once.
     cu.wait_for(lambda: not holders(world), 30, "the container to go with its slurmstepd")
-    job_dir = world.runtime / str(world.user[0]) / "jobs" / jid
-    assert (job_dir / "containers" / "doomed").is_dir()
     world.run("scancel", jid)
     cu.wait_for(lambda: not job_dir.exists(), 90, "the job's folder to be removed")
 
