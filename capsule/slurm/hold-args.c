@@ -87,15 +87,33 @@ static int add_mount(char ***argv, const struct pyxis_mount *m, char *const *job
     return push2(argv, "--mount", value);
 }
 
-/* The batch step's script, where Slurm has it: the batch shell runs it inside. */
+/* The batch step's script and the step's PMIx directory, where Slurm has them. */
 static int add_slurm_mounts(char ***argv, const struct hold_step *st)
 {
-    _cleanup_free_ char *script = NULL;
+    _cleanup_free_ char *script = NULL, *pmix = NULL;
     if (st->batch_script &&
         (asprintf(&script, "%s:%s:ro", st->batch_script, st->batch_script) < 0 ||
          push2(argv, "--mount", script) < 0))
         return -ENOMEM;
+    if (st->pmix_dir && (asprintf(&pmix, "%s:%s", st->pmix_dir, st->pmix_dir) < 0 ||
+                         push2(argv, "--mount", pmix) < 0))
+        return -ENOMEM;
     return 0;
+}
+
+char *hold_pmix_dir(const char *maps, uint32_t job_id, uint32_t step_id)
+{
+    char mark[64];
+    snprintf(mark, sizeof(mark), "/pmix.%u.%u/", job_id, step_id);
+    for (const char *line = maps; line && *line;) {
+        const char *end = strchrnul(line, '\n');
+        const char *path = memchr(line, '/', (size_t)(end - line));
+        const char *hit = path ? strstr(path, mark) : NULL;
+        if (hit && hit < end)
+            return strndup(path, (size_t)(hit - path) + strlen(mark) - 1);
+        line = *end ? end + 1 : end;
+    }
+    return NULL;
 }
 
 /* The step's GPUs, as Slurm's indexes: the step's allocation (the batch step's is the job's on

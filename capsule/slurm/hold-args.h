@@ -8,7 +8,9 @@
  *              refused: two overlays cannot share one writable layer)
  *   mounts     binds as --mount SRC:DST[:ro] (SRC relative to the job's working directory, DST
  *              relative to /), tmpfs as --mount tmpfs:DST:OPTS; a source that does not exist is an
- *              error naming it; the batch step's script is bound where Slurm has it
+ *              error naming it; the batch step's script and the step's PMIx server directory
+ *              are bound where Slurm has them (the script runs inside; MPI there finds its
+ *              server's store)
  *   save       --container-save's folder must be writable by the user (checked before the step
  *              runs); the file is written by `capsule save` after the last task (hold_args_save)
  *   entrypoint --run-entrypoint when it is to run, its output to a file of the step that the
@@ -38,6 +40,7 @@ struct hold_step {
     char *const *job_env;
     bool batch;
     const char *batch_script; /* the batch step's script, on the host */
+    const char *pmix_dir;     /* the step's PMIx server directory, or NULL (hold_pmix_dir) */
 };
 
 struct hold_request {
@@ -73,6 +76,12 @@ char *hold_save_path(const struct pyxis_args *a, char *const *job_env);
 struct held;
 int hold_args_save(const struct pyxis_args *a, const struct hold_step *st, const char *program,
                    const struct held *h, struct hold_request *ret, struct errmsg *e);
+
+/* The step's PMIx server directory (PMIX_SERVER_TMPDIR, "SPOOL/pmix.JOB.STEP"), found in maps,
+ * the text of slurmstepd's /proc/self/maps: Slurm's mpi/pmix has mapped its shared-memory store
+ * there before the tasks start, while the variable itself is set only in each task's
+ * environment, after the container has started. malloc'd; NULL when the step has none. */
+char *hold_pmix_dir(const char *maps, uint32_t job_id, uint32_t step_id);
 
 /* A task's CUDA_VISIBLE_DEVICES in the container's numbering: the step's GPUs are 0..n-1
  * inside in the order of step ("2,3"), so the task's "3" is "1". 0 and *ret (malloc'd), 1 when

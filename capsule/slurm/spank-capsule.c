@@ -219,6 +219,17 @@ static int step_facts(spank_t sp, struct hold_step *st, struct errmsg *e)
     return 0;
 }
 
+/* hold_pmix_dir() of this slurmstepd; NULL when it has none. */
+static char *find_pmix_dir(const struct hold_step *st)
+{
+    _cleanup_close_ int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    _cleanup_free_ char *maps = NULL;
+    size_t len;
+    if (fd < 0 || fd_read_all(fd, 16 << 20, &maps, &len) < 0)
+        return NULL;
+    return hold_pmix_dir(maps, st->job_id, st->step_id);
+}
+
 /* The entrypoint's output, to the job's output when wanted (Pyxis' --container-entrypoint-log,
  * or when the start failed); then gone. The file lies in the user's folder: only a regular file
  * of theirs is read, never blocking and at most ENTRYPOINT_LOG_MAX bytes (slurmstepd waits here,
@@ -247,7 +258,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
         return 0;
     struct hold_step st = {0};
     struct hold_request req = {0};
+    _cleanup_free_ char *pmix = NULL;
     int r = step_facts(sp, &st, &start_error);
+    if (r >= 0)
+        st.pmix_dir = pmix = find_pmix_dir(&st);
     if (r >= 0)
         r = hold_args_build(&args, &config, &st, capsule_program(), &req, &start_error);
     if (r >= 0) {

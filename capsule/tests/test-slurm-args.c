@@ -219,6 +219,18 @@ static void test_hold_arguments(void **state)
                                "--join --gpus none");
     hold_request_done(&req);
     pyxis_args_done(&a);
+    /* the step's PMIx directory, from slurmstepd's maps */
+    static const char maps[] =
+        "7f65662ff000-7f6566300000 rw-s 00000000 fe:00 1   /usr/lib/libpmix.so.2\n"
+        "7f65662ff000-7f6566300000 rw-s 00000000 fe:00 2   "
+        "/var/spool/slurmd/pmix.12.3/pmix_dstor_ds21_612/initial-pmix_shared-segment-0\n"
+        "7f65662ff000-7f6566300000 rw-s 00000000 fe:00 3   "
+        "/var/spool/slurmd/pmix.12.4/pmix_dstor_ds21_613/initial-pmix_shared-segment-0\n";
+    char *dir = hold_pmix_dir(maps, 12, 4);
+    assert_string_equal(dir, "/var/spool/slurmd/pmix.12.4");
+    free(dir);
+    assert_null(hold_pmix_dir(maps, 12, 5));
+    assert_null(hold_pmix_dir("", 1, 0));
     /* a task's own GPUs, renumbered as the container numbers the step's */
     char *mine = NULL;
     assert_int_equal(hold_task_gpus("2,3", "3", &mine), 0);

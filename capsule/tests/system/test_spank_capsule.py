@@ -362,11 +362,13 @@ def test_a_running_named_container_is_joined(world):
 
 
 def test_pmix_tasks_reach_their_server(world):
-    # PMIx (Slurm's mpi/pmix with Debian's libpmix2): each task has its rank and the server's
-    # address (TCP on the loopback, which the container shares with the host).
+    # PMIx (Slurm's mpi/pmix with Debian's libpmix2): each task has its rank, the server's
+    # address (TCP on the loopback, which the container shares with the host) and its directory
+    # with the shared-memory store, bound where Slurm has it.
     r = ok(world.srun("--mpi=pmix", "-n2", f"--container-image={world.image}", "sh", "-c",
-                      'echo "$PMIX_RANK $PMIX_NAMESPACE ${PMIX_SERVER_URI41%%;*}"'), world)
+                      'echo "$PMIX_RANK ${PMIX_SERVER_URI41%%;*} '
+                      '$(ls "$PMIX_SERVER_TMPDIR" | grep -c pmix_dstor)"'), world)
     lines = sorted(r.stdout.splitlines())
     assert [l.split()[0] for l in lines] == ["0", "1"], r.stdout + r.stderr
-    assert all(l.split()[1].startswith("slurm.pmix.") and l.split()[2].startswith("pmix-server.")
-               for l in lines), r.stdout
+    assert all(l.split()[1].startswith("pmix-server.") and int(l.split()[2]) > 0
+               for l in lines), r.stdout + r.stderr
