@@ -134,5 +134,12 @@ int cmd_version_with_helper(int argc, char **argv, struct cli_ctx *ctx)
 {
     cli_print_version("capsule");
     char *args[] = {"version", NULL};
-    return run_helper(ctx, args, true);
+    int r = run_helper(ctx, args, true);
+#ifdef CAPSULE_SPANK_SLURM
+    /* The Slurm plugin of this build: the Slurm it needs is the first thing an admin asks. */
+    printf("spank_capsule %s, built for Slurm %d.%02d.%d (%s)\n", GPUNODE_VERSION,
+           (CAPSULE_SPANK_SLURM >> 16) & 0xff, (CAPSULE_SPANK_SLURM >> 8) & 0xff,
+           CAPSULE_SPANK_SLURM & 0xff, CAPSULE_SPANK_PLUGIN);
+#endif
+    return r;
 }

@@ -7,6 +7,7 @@ import grp
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -226,9 +227,14 @@ def test_capsule_runs_the_helper_beside_it(images, registry, home, workdir):
     build = cu.build_dir() / "capsule"
     r = home.capsule("version")
     assert_ok(r)
-    assert r.stdout.splitlines() == [
+    lines = r.stdout.splitlines()
+    assert lines[:2] == [
         f"capsule {cu.VERSION} ({build}/capsule)",
         f"capsule-pull {cu.VERSION} ({build}/capsule-pull)"], r.stdout
+    # The Slurm plugin, where the build has one: the Slurm it was built for.
+    assert all(re.fullmatch(rf"spank_capsule {re.escape(cu.VERSION)}, built for Slurm "
+                            r"\d+\.\d+\.\d+ \(/\S+/gpunode/spank_capsule\.so\)", line)
+               for line in lines[2:]) and len(lines) <= 3, r.stdout
     # A capsule with no capsule-pull beside it names the path it needs and runs no other one
     # (an installed one would be another build's code).
     lone = workdir / "lone"
