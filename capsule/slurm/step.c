@@ -107,31 +107,31 @@ static int read_line(int sock, int err, char **line, size_t *line_n, char *errbu
     return 0;
 }
 
-/* After capsule failed: the rest of its stderr and its status. */
-static int collect_failure(struct step_holder *h, int err, char *errbuf, size_t err_n,
-                           const char *program, struct errmsg *e)
+/* The rest of the program's stderr, then its wait status; -1 when it cannot be had (slurmstepd
+ * reaps every child it has, ours too at times). */
+static int wait_end(struct step_holder *h, int err, char *errbuf, size_t *err_n)
 {
     ssize_t n;
     char buf[1024];
     while ((n = read(err, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
-        size_t keep = n > 0 ? MIN((size_t)n, STDERR_KEEP - err_n) : 0;
-        memcpy(errbuf + err_n, buf, keep);
-        err_n += keep;
+        size_t keep = n > 0 ? MIN((size_t)n, STDERR_KEEP - *err_n) : 0;
+        memcpy(errbuf + *err_n, buf, keep);
+        *err_n += keep;
     }
     siginfo_t si = {0};
-    int status = 0;
+    int status = -1;
     if (waitid(P_PIDFD, (id_t)h->pidfd, &si, WEXITED) == 0)
         status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) : si.si_status;
     h->pid = 0;
-    return failure(errbuf, err_n, status, program, e);
+    return status;
 }
 
-int step_hold(const struct step_spawn *s, struct step_holder *ret, struct errmsg *e)
+/* Starts s as the job's user (spawn_child): its stderr into a pipe whose read end is *ret_err,
+ * sock (>= 0) as its fd 3; *ret holds its pid and pidfd. Nothing is left running on failure. */
+static int start(const struct step_spawn *s, int sock, struct step_holder *ret, int *ret_err,
+                 struct errmsg *e)
 {
-    int sv[2], ep[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-        return errmsg_set(e, negative_errno(), "socketpair: %m");
-    _cleanup_close_ int ours = sv[0], theirs = sv[1];
+    int ep[2];
     if (pipe2(ep, O_CLOEXEC) < 0)
         return errmsg_set(e, negative_errno(), "pipe: %m");
     _cleanup_close_ int err_r = ep[0], err_w = ep[1];
@@ -142,24 +142,38 @@ int step_hold(const struct step_spawn *s, struct step_holder *ret, struct errmsg
     if (pid < 0)
         return errmsg_set(e, negative_errno(), "fork: %m");
     if (pid == 0)
-        spawn_child(s, theirs, err_w, null);
-    struct step_holder h = {.pid = pid, .pidfd = pidfd_open(pid, 0), .sock = -1};
-    closep(&theirs);
-    closep(&err_w);
-    if (h.pidfd < 0) {
+        spawn_child(s, sock, err_w, null);
+    *ret = (struct step_holder){.pid = pid, .pidfd = pidfd_open(pid, 0), .sock = -1};
+    if (ret->pidfd < 0) {
         int r = errmsg_set(e, negative_errno(), "pidfd_open: %m");
         kill(pid, SIGKILL);
         return r;
     }
+    *ret_err = TAKE_FD(err_r);
+    return 0;
+}
+
+int step_hold(const struct step_spawn *s, struct step_holder *ret, struct errmsg *e)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return errmsg_set(e, negative_errno(), "socketpair: %m");
+    _cleanup_close_ int ours = sv[0], theirs = sv[1], err_r = -1;
+    struct step_holder h;
+    int r = start(s, theirs, &h, &err_r, e);
+    if (r < 0)
+        return r;
+    closep(&theirs);
     _cleanup_free_ char *line = NULL;
     char errbuf[STDERR_KEEP];
     size_t line_n = 0, err_n = 0;
-    int r = read_line(ours, err_r, &line, &line_n, errbuf, &err_n);
+    r = read_line(ours, err_r, &line, &line_n, errbuf, &err_n);
     if (r < 0)
         errmsg_set(e, r, "read what %s said: %s", s->program, strerror(-r));
-    else if (line_n == 0)
-        r = collect_failure(&h, err_r, errbuf, err_n, s->program, e);
-    else
+    else if (line_n == 0) {
+        int status = wait_end(&h, err_r, errbuf, &err_n);
+        r = failure(errbuf, err_n, status < 0 ? 0 : status, s->program, e);
+    } else
         r = held_parse(line, line_n, &h.held, e);
     if (r < 0) {
         step_release(&h, 0);
@@ -210,36 +224,17 @@ int step_join(const struct held *h, const char *workdir, struct errmsg *e)
 
 int step_run(const struct step_spawn *s, struct errmsg *e)
 {
-    int ep[2];
-    if (pipe2(ep, O_CLOEXEC) < 0)
-        return errmsg_set(e, negative_errno(), "pipe: %m");
-    _cleanup_close_ int err_r = ep[0], err_w = ep[1];
-    _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null < 0)
-        return errmsg_set(e, negative_errno(), "open /dev/null: %m");
-    pid_t pid = fork();
-    if (pid < 0)
-        return errmsg_set(e, negative_errno(), "fork: %m");
-    if (pid == 0)
-        spawn_child(s, -1, err_w, null);
-    struct step_holder h = {.pid = pid, .pidfd = pidfd_open(pid, 0), .sock = -1};
-    closep(&err_w);
-    if (h.pidfd < 0) {
-        int r = errmsg_set(e, negative_errno(), "pidfd_open: %m");
-        kill(pid, SIGKILL);
+    _cleanup_close_ int err_r = -1;
+    struct step_holder h;
+    int r = start(s, -1, &h, &err_r, e);
+    if (r < 0)
         return r;
-    }
     char errbuf[STDERR_KEEP];
-    /* Reads stderr to its end, then the status: 0 only for exit status 0. */
-    siginfo_t si = {0};
     size_t n = 0;
-    ssize_t got;
-    while ((got = read(err_r, errbuf + n, STDERR_KEEP - n)) > 0 || (got < 0 && errno == EINTR))
-        n += got > 0 ? (size_t)got : 0;
-    int w = waitid(P_PIDFD, (id_t)h.pidfd, &si, WEXITED);
+    int status = wait_end(&h, err_r, errbuf, &n);
     closep(&h.pidfd);
-    if (w == 0 && si.si_code == CLD_EXITED && si.si_status == 0)
+    /* Reaped by slurmstepd before us: what it said is all there is to go by. */
+    if ((status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) || (status < 0 && n == 0))
         return 0;
-    int status = w < 0 ? 0 : si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) : si.si_status;
-    return failure(errbuf, n, status, s->program, e);
+    return failure(errbuf, n, status < 0 ? W_EXITCODE(1, 0) : status, s->program, e);
 }
