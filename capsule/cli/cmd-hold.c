@@ -14,7 +14,9 @@
  * it does not exist (with a writable layer of its own, kept after the hold), else started again
  * with this hold's flags (only the image comes from its record). A named container that is held
  * already is joined with --join: its holder's line is written again, with "joined": true, and
- * this process exits at once. */
+ * this process stays, as a user of the container, until the socket's other end is closed; the
+ * container is not started again (a new overlay on its writable layer) while such a user is
+ * in its old one. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -183,9 +186,43 @@ static int prepare_entrypoint(struct run_opts *o, struct entrypoint_ctx *x, int 
     return (o->c.args = strv_copy(shell)) ? 0 : (cli_fail("out of memory"), -1);
 }
 
-/* --join of a held container: its holder's line again, marked as joined. 0 when written. */
+/* DATA/containers/NAME/users, flock(2)ed shared by every hold that joined the container for as
+ * long as its step runs: a new start of the container (a new overlay on its writable layer)
+ * must wait until no step is in the old one. 0 and *ret_fd, or -errno (-EWOULDBLOCK: taken). */
+static int users_lock(const struct hold_ctx *h, int op, int *ret_fd)
+{
+    _cleanup_free_ char *dir = container_dir(h->data_dir, h->name), *path = NULL;
+    if (!dir || asprintf(&path, "%s/users", dir) < 0)
+        return -ENOMEM;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return negative_errno();
+    if (flock(fd, op | LOCK_NB) < 0) {
+        int r = negative_errno();
+        close(fd);
+        return r;
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
+/* A joining hold stays until its caller is done with the container (the socket's end). */
+static void wait_released(int fd)
+{
+    char buf[64];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) != 0)
+        if (n < 0 && errno != EINTR)
+            break;
+}
+
+/* --join of a held container: its holder's line again, marked as joined; then, as a user of
+ * the container (users_lock), until the caller closes the socket. 0 when written. */
 static int join_held(const struct hold_ctx *h, const struct container *c)
 {
+    _cleanup_close_ int users = -1;
+    if (users_lock(h, LOCK_SH, &users) < 0)
+        return cli_fail("container '%s' is just starting; try again", h->name);
     _cleanup_free_ char *dir = container_dir(h->data_dir, h->name), *path = NULL, *text = NULL;
     size_t len;
     json_t *o = NULL;
@@ -210,7 +247,24 @@ static int join_held(const struct hold_ctx *h, const struct container *c)
         return cli_fail("container '%s' runs (pid %d) but is not held for joining (started by "
                         "`capsule start`?), or is just starting; try again",
                         h->name, (int)c->pid);
-    return r < 0 ? cli_fail("container '%s': %s", h->name, strerror(-r)) : 0;
+    if (r < 0)
+        return cli_fail("container '%s': %s", h->name, strerror(-r));
+    wait_released(h->fd);
+    return 0;
+}
+
+/* Before a new start of a kept container: no step that joined its last run is still in it
+ * (two overlays on one writable layer are undefined). */
+static int no_users(const struct hold_ctx *h, struct errmsg *e)
+{
+    _cleanup_close_ int fd = -1;
+    int r = users_lock(h, LOCK_EX, &fd);
+    if (r == -EWOULDBLOCK)
+        return errmsg_set(e, -EBUSY,
+                          "container '%s' is still used by a step that joined it; start it again "
+                          "once that step has ended",
+                          h->name);
+    return r < 0 ? errmsg_set(e, r, "container '%s': users lock: %s", h->name, strerror(-r)) : 0;
 }
 
 static void drop_image(struct container *c)
@@ -248,7 +302,7 @@ static int claim_named(struct cli_ctx *ctx, struct run_opts *o, const char *imag
             else if (rec.running && o->join)
                 r = join_held(h, &rec) == 0 ? 1 : -1;
             else if ((r = container_lock(data, h->name, ret_lock, &e)) >= 0 &&
-                     take_record(&o->c, &rec) < 0)
+                     (r = no_users(h, &e)) >= 0 && take_record(&o->c, &rec) < 0)
                 r = errmsg_set(&e, -ENOMEM, "out of memory");
             container_done(&rec);
             if (r == 1 || r == -1)

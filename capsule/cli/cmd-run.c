@@ -54,7 +54,7 @@ static const char run_help_hold[] =
     "                         it does not exist; IMAGE may then be left out)\n"
     "  --create-only          with --name: fail when NAME exists\n"
     "  --join                 with --name: when NAME is held already, say so with the holder's\n"
-    "                         line (\"joined\": true) instead of failing\n"
+    "                         line (\"joined\": true) and stay until the socket closes\n"
     "  --join-only            with --name: join NAME, and fail when it is not held\n"
     "  --data-dir DIR         where named containers live (default: the config's data_dir)\n"
     "  --run-entrypoint       run the image's entrypoint first: the line comes once it has run\n"

@@ -107,10 +107,14 @@ def test_named_hold_keeps_its_layer_and_joins(env, workdir):
     # Held already: --join repeats the holder's line; without it, the lock refuses.
     j = Held(home, "--data-dir", str(data), "--name", "keep", "--join")
     assert j.line and j.line["joined"] is True and j.line["pid"] == h.line["pid"], j.stderr()
-    assert j.close() == 0
     busy = Held(home, "--data-dir", str(data), "--name", "keep")
     assert busy.line is None and "already running" in busy.stderr()
     assert h.close() == 0
+    # Its first holder is gone, but a step that joined it is still in it: no second overlay on
+    # its writable layer until that one is done.
+    early = Held(home, "--data-dir", str(data), "--name", "keep", "--no-home")
+    assert early.line is None and "still used by a step that joined it" in early.stderr()
+    assert j.close() == 0
     # Its own layer is kept: a later hold of the name (no image needed) sees the file.
     again = Held(home, "--data-dir", str(data), "--name", "keep", "--no-home")
     assert again.line, again.stderr()
