@@ -27,11 +27,6 @@ char *hold_entrypoint_log(const char *runtime_path, const struct hold_step *st)
                : p;
 }
 
-int hold_args_check(const struct pyxis_args *a, const struct plugin_config *c, struct errmsg *e)
-{
-    return 0;
-}
-
 char *hold_job_dir(const char *runtime_path, uid_t uid, uint32_t job_id)
 {
     char *p;

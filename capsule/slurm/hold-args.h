@@ -55,10 +55,6 @@ bool hold_args_entrypoint(const struct pyxis_args *a, const struct plugin_config
 /* runtime_path/UID/entrypoint.JOB.STEP.log, malloc'd; NULL: out of memory. */
 char *hold_entrypoint_log(const char *runtime_path, const struct hold_step *st);
 
-/* What can be refused before anything starts (in srun, sbatch, salloc): options this plugin
- * does not offer yet. 0 or -EINVAL with a message. */
-int hold_args_check(const struct pyxis_args *a, const struct plugin_config *c, struct errmsg *e);
-
 /* The hold for the step, worked out as the job's user (it checks paths). 0, -ENOENT
  * ("--container-mounts: source path does not exist: /x"), -EACCES (--container-save's folder),
  * -EINVAL, -ENOMEM. */

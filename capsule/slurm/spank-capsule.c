@@ -175,8 +175,6 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         return 0;
     if (pyxis_args_apply_env(&args, remote ? getenv_job : getenv_local, sp, &e) < 0)
         return fail(NULL, &e);
-    if (hold_args_check(&args, &config, &e) < 0)
-        return fail(NULL, &e);
     enabled = pyxis_args_enabled(&args);
     if (!remote) {
         pyxis_args_say_ignored(&args, say_error, NULL);
