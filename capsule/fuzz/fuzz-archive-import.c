@@ -18,27 +18,19 @@
 
 #include "capsule/store/archive.h"
 #include "capsule/store/store.h"
+#include "capsule/fuzz/fuzz-scratch.h"
 #include "lib/fuzz-check.h"
 #include "lib/rm-tree.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char base[64], input[96], cache[96];
-
-static void remove_base(void)
-{
-    rm_tree(base);
-}
+static const char *base;
+static char input[96], cache[96];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    if (geteuid() == 0 && (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
-                           setresuid(65534, 65534, 65534) < 0))
-        abort();
-    snprintf(base, sizeof(base), "/tmp/fuzz-archive-import.XXXXXX");
-    CHECK(mkdtemp(base));
-    atexit(remove_base);
+    base = fuzz_scratch_make("fuzz-archive-import");
     snprintf(input, sizeof(input), "%s/input.tar", base);
     snprintf(cache, sizeof(cache), "%s/cache", base);
     return 0;

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "capsule/fuzz/fuzz-scratch.h"
 #include "lib/fuzz-check.h"
 #include "lib/rm-tree.h"
 #include "capsule/store/store.h"
@@ -26,21 +27,12 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char base[64], dest[96], merged[96], outside[96], sentinel[128];
-
-static void remove_base(void)
-{
-    rm_tree(base);
-}
+static const char *base;
+static char dest[96], merged[96], outside[96], sentinel[128];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    if (geteuid() == 0 && (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
-                           setresuid(65534, 65534, 65534) < 0))
-        abort();
-    snprintf(base, sizeof(base), "/tmp/fuzz-unpack.XXXXXX");
-    CHECK(mkdtemp(base));
-    atexit(remove_base);
+    base = fuzz_scratch_make("fuzz-unpack");
     snprintf(dest, sizeof(dest), "%s/dest", base);
     snprintf(merged, sizeof(merged), "%s/merged", base);
     snprintf(outside, sizeof(outside), "%s/outside", base);
