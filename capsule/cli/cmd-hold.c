@@ -431,11 +431,9 @@ static int hold_container(struct cli_ctx *ctx, struct run_opts *o, const char *i
 int cmd_hold(int argc, char **argv, struct cli_ctx *ctx)
 {
     const struct cli_command *cmd = cli_command_find("hold");
-    struct run_opts o = {.c = {.remap_root = ctx->config.remap_root}, .hold_fd = -1};
+    struct run_opts o;
     int rc = LAUNCH_EXIT_FAILED;
-    o.c.user_env = strv_new();
-    o.c.mounts = strv_new();
-    int i = run_parse_options(argc, argv, cmd, &o);
+    int i = run_parse_options(argc, argv, cmd, ctx, &o);
     if (i <= 0) {
         rc = -i;
         goto out;

@@ -160,8 +160,12 @@ static int apply_option(int c, const char *arg, struct run_opts *o, struct errms
     }
 }
 
-int run_parse_options(int argc, char **argv, const struct cli_command *cmd, struct run_opts *o)
+int run_parse_options(int argc, char **argv, const struct cli_command *cmd, struct cli_ctx *ctx,
+                      struct run_opts *o)
 {
+    *o = (struct run_opts){.c = {.remap_root = ctx->config.remap_root}, .hold_fd = -1};
+    o->c.user_env = strv_new();
+    o->c.mounts = strv_new();
     static const struct option opts[] = {
         {"name", required_argument, NULL, 'n'},
         {"gpus", required_argument, NULL, 'g'},
@@ -365,14 +369,12 @@ static int run_container(struct cli_ctx *ctx, struct store *st, struct container
 static int run_or_create(int argc, char **argv, struct cli_ctx *ctx, bool create)
 {
     const struct cli_command *cmd = cli_command_find(create ? "create" : "run");
-    struct run_opts o = {.c = {.remap_root = ctx->config.remap_root}, .hold_fd = -1};
+    struct run_opts o;
     struct image_record img = {0};
     _cleanup_(store_freep) struct store *st = NULL;
     struct errmsg e = {{0}};
     int rc = LAUNCH_EXIT_FAILED;
-    o.c.user_env = strv_new();
-    o.c.mounts = strv_new();
-    int i = run_parse_options(argc, argv, cmd, &o);
+    int i = run_parse_options(argc, argv, cmd, ctx, &o);
     if (i <= 0) {
         rc = -i;
         goto out;

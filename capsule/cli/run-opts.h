@@ -20,10 +20,12 @@ struct run_opts {
     char *entrypoint_output; /* NULL: /dev/null */
 };
 
-/* Parses options up to the image name; returns the index of IMAGE in argv (argc when there is
- * none: only `hold --name` of an existing container may leave it out), 0 after --help, or a CLI
- * exit code (as a negative number) after printing the error. o->hold_fd must start at -1. */
-int run_parse_options(int argc, char **argv, const struct cli_command *cmd, struct run_opts *o);
+/* Sets *o up (the config's remap_root, no lists yet; free with run_opts_done whatever the
+ * outcome) and parses options up to the image name; returns the index of IMAGE in argv (argc
+ * when there is none: only `hold --name` of an existing container may leave it out), 0 after
+ * --help, or a CLI exit code (as a negative number) after printing the error. */
+int run_parse_options(int argc, char **argv, const struct cli_command *cmd, struct cli_ctx *ctx,
+                      struct run_opts *o);
 
 /* Frees what the options hold. */
 void run_opts_done(struct run_opts *o);
