@@ -1,9 +1,12 @@
 #include "lib/cgroup.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/magic.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
 #include "lib/fileio.h"
 #include "lib/macro.h"
 #include "lib/names.h"
@@ -199,4 +203,251 @@ int cgroup_scope_procs_of(int proc_dirfd, char **ret_path)
 int cgroup_enter(const char *procs_path)
 {
     return write_pid(procs_path, 0);
+}
+
+const char *cgroup_v2_path(void)
+{
+    return v2_mount();
+}
+
+static bool is_one_component(const char *name)
+{
+    return *name && !strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+int cgroup_make(const char *parent, const char *name, char **ret_dir, struct errmsg *e)
+{
+    if (!is_one_component(name))
+        return errmsg_set(e, -EINVAL, "cgroup '%s': not a name", name);
+    struct statfs sf;
+    if (statfs(parent, &sf) < 0)
+        return errmsg_set(e, negative_errno(), "cgroup %s: %m", parent);
+    if (sf.f_type != CGROUP2_SUPER_MAGIC)
+        return errmsg_set(e, -EMEDIUMTYPE, "%s is not on a cgroup v2 hierarchy", parent);
+    _cleanup_free_ char *dir = NULL;
+    if (asprintf(&dir, "%s/%s", parent, name) < 0)
+        return errmsg_set(e, -ENOMEM, "out of memory");
+    int made = mkdir(dir, 0755) == 0;
+    /* In a cgroup file system only a cgroup can be a directory of that name. */
+    if (!made && errno != EEXIST)
+        return errmsg_set(e, negative_errno(), "cannot make cgroup %s: %m", dir);
+    *ret_dir = TAKE_PTR(dir);
+    return made;
+}
+
+/* dir + "/" + name into path (PATH_MAX bytes). */
+static int attr_path(char *path, const char *dir, const char *name)
+{
+    return snprintf(path, PATH_MAX, "%s/%s", dir, name) >= PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
+int cgroup_attr_read(const char *dir, const char *name, char **ret)
+{
+    char path[PATH_MAX];
+    int r = attr_path(path, dir, name);
+    if (r < 0)
+        return r;
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return negative_errno();
+    char *text = NULL;
+    size_t len = 0;
+    r = fd_read_all(fd, CGROUP_FILE_MAX, &text, &len);
+    if (r < 0)
+        return r;
+    if (len && text[len - 1] == '\n')
+        text[len - 1] = '\0';
+    *ret = text;
+    return 0;
+}
+
+int cgroup_attr_write(const char *dir, const char *name, const char *value)
+{
+    char path[PATH_MAX];
+    int r = attr_path(path, dir, name);
+    if (r < 0)
+        return r;
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return negative_errno();
+    /* One write(2): the kernel takes a value per write, and reports a bad one there. */
+    size_t n = strlen(value);
+    ssize_t w = write(fd, value, n);
+    return w == (ssize_t)n ? 0 : w < 0 ? negative_errno() : -EIO;
+}
+
+/* The value of "populated" in the text of a cgroup.events file: 1, 0, or -EBADMSG. */
+static int populated_in(const char *text)
+{
+    for (const char *p = text; p && *p;) {
+        if (strncmp(p, "populated ", 10) == 0)
+            return p[10] == '1' ? 1 : p[10] == '0' ? 0 : -EBADMSG;
+        p = strchr(p, '\n');
+        p = p ? p + 1 : NULL;
+    }
+    return -EBADMSG;
+}
+
+int cgroup_populated(const char *dir)
+{
+    _cleanup_free_ char *text = NULL;
+    int r = cgroup_attr_read(dir, "cgroup.events", &text);
+    return r < 0 ? r : populated_in(text);
+}
+
+int cgroup_has_controller(const char *dir, const char *controller)
+{
+    _cleanup_free_ char *text = NULL;
+    int r = cgroup_attr_read(dir, "cgroup.controllers", &text);
+    if (r < 0)
+        return r;
+    size_t n = strlen(controller);
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, " \n");
+        if (len == n && strncmp(p, controller, n) == 0)
+            return 1;
+        p += len;
+        p += strspn(p, " \n");
+    }
+    return 0;
+}
+
+/* Cgroups nest only as deep as someone with the right to make them chose; a bound keeps a
+ * runaway tree from taking the stack. */
+#define CGROUP_WALK_DEPTH 32
+
+/* Calls fn on every cgroup below dir (not dir itself), the deepest first. */
+static int walk_below(const char *dir, unsigned depth, int (*fn)(const char *, void *), void *data)
+{
+    if (depth > CGROUP_WALK_DEPTH)
+        return -ELOOP;
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : negative_errno();
+    int r = 0;
+    struct dirent *de;
+    while (r >= 0 && (de = readdir(d))) {
+        char sub[PATH_MAX];
+        if (de->d_type != DT_DIR || strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        r = attr_path(sub, dir, de->d_name);
+        if (r >= 0)
+            r = walk_below(sub, depth + 1, fn, data);
+        if (r >= 0)
+            r = fn(sub, data);
+    }
+    closedir(d);
+    return r;
+}
+
+struct signal_walk {
+    int sig;
+    unsigned sent;
+};
+
+/* Signals each process that dir's own cgroup.procs lists. */
+static int signal_procs(const char *dir, void *data)
+{
+    struct signal_walk *w = data;
+    _cleanup_free_ char *text = NULL;
+    int r = cgroup_attr_read(dir, "cgroup.procs", &text);
+    if (r < 0)
+        return r == -ENOENT ? 0 : r;
+    for (char *p = text; *p;) {
+        char *end;
+        long pid = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        /* 0: a process outside this pid namespace, which cannot be named from here. */
+        if (pid > 0 && kill((pid_t)pid, w->sig) == 0)
+            w->sent++;
+        p = end + strspn(end, "\n");
+    }
+    return 0;
+}
+
+int cgroup_signal(const char *dir, int sig)
+{
+    int r = cgroup_populated(dir);
+    if (r <= 0)
+        return r == 0 ? -ESRCH : r;
+    if (sig == SIGKILL) {
+        r = cgroup_attr_write(dir, "cgroup.kill", "1");
+        if (r != -ENOENT)
+            return r;
+    }
+    struct signal_walk w = {sig, 0};
+    r = walk_below(dir, 0, signal_procs, &w);
+    if (r >= 0)
+        r = signal_procs(dir, &w);
+    return r < 0 ? r : w.sent ? 0 : -ESRCH;
+}
+
+int cgroup_wait_empty(const char *dir, unsigned timeout_ms)
+{
+    char path[PATH_MAX];
+    int r = attr_path(path, dir, "cgroup.events");
+    if (r < 0)
+        return r;
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : negative_errno();
+    uint64_t deadline = clock_now_msec() + timeout_ms;
+    for (;;) {
+        char buf[256];
+        ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+        if (n < 0)
+            return errno == ENODEV ? 0 : negative_errno();
+        buf[n] = '\0';
+        r = populated_in(buf);
+        if (r <= 0)
+            return r;
+        uint64_t now = clock_now_msec();
+        if (now >= deadline)
+            return -ETIMEDOUT;
+        /* The kernel wakes a poller of cgroup.events when it changes; the cap also covers a
+         * change between the read and the poll. */
+        struct pollfd pfd = {fd, POLLPRI, 0};
+        uint64_t left = deadline - now;
+        (void)poll(&pfd, 1, left < 50 ? (int)left : 50);
+    }
+}
+
+static int remove_one(const char *dir, void *data)
+{
+    return rmdir(dir) == 0 || errno == ENOENT ? 0 : negative_errno();
+}
+
+int cgroup_remove_tree(const char *dir)
+{
+    int r = walk_below(dir, 0, remove_one, NULL);
+    return r < 0 ? r : remove_one(dir, NULL);
+}
+
+int cgroup_self_dir(char **ret)
+{
+    const char *mount = v2_mount();
+    if (!mount)
+        return -ENOENT;
+    _cleanup_close_ int self = open("/proc/self", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (self < 0)
+        return negative_errno();
+    _cleanup_free_ char *cg = NULL;
+    int r = cgroup_of(self, &cg);
+    if (r < 0)
+        return r;
+    char *dir = NULL;
+    if (asprintf(&dir, "%s%s", mount, strcmp(cg, "/") == 0 ? "" : cg) < 0)
+        return -ENOMEM;
+    if (!lists(dir, getpid())) {
+        free(dir);
+        return -ENOENT;
+    }
+    *ret = dir;
+    return 0;
+}
+
+bool cgroup_ours_to_change(const char *dir)
+{
+    return access(dir, W_OK) == 0 && ours_to_change(dir);
 }

@@ -262,6 +262,21 @@ const char *config_next_section(const struct config *c, const char *prev)
     return NULL;
 }
 
+const char *config_next_key(const struct config *c, const char *section, const char *prev)
+{
+    size_t i = 0;
+    if (prev) {
+        const struct config_entry *en = config_find(c, section, prev);
+        if (!en)
+            return NULL;
+        i = (size_t)(en - c->entries) + 1;
+    }
+    for (; i < c->n_entries; i++)
+        if (strcmp(c->entries[i].section, section) == 0)
+            return c->entries[i].key;
+    return NULL;
+}
+
 const char *config_get(struct config *c, const char *section, const char *key)
 {
     struct config_entry *en = config_find(c, section, key);

@@ -49,6 +49,12 @@ bool config_has_section(const struct config *c, const char *section);
  * such as [hook.checkpoint] and [hook.notify]. Strings are owned by the config. */
 const char *config_next_section(const struct config *c, const char *prev);
 
+/* Iterates over the keys set in section, in file order: pass NULL for the first, then the
+ * previous result. Returns NULL at the end (or when prev is not a key of section). Marks nothing
+ * as used. For sections whose key names carry data ("gpus.H100 = 2"); strings are owned by the
+ * config. */
+const char *config_next_key(const struct config *c, const char *section, const char *prev);
+
 /* Returns the raw value of key in section, or NULL if absent, and marks the key as used.
  * The string is owned by the config and lives until config_free(). */
 const char *config_get(struct config *c, const char *section, const char *key);

@@ -213,6 +213,8 @@ static const char *type_word(enum prom_format format, enum prom_type type)
         return " counter\n";
     case PROM_TYPE_COUNTER_KEEP_NAME:
         return format == PROM_FORMAT_OPENMETRICS ? " unknown\n" : " counter\n";
+    case PROM_TYPE_HISTOGRAM:
+        return " histogram\n";
     case PROM_TYPE_GAUGE:
     default:
         return " gauge\n";
@@ -246,8 +248,9 @@ static int family_header(struct prom_writer *w, const struct prom_family_names *
 
 int prom_family(struct prom_writer *w, const char *name, enum prom_type type, const char *help)
 {
-    if (!valid_metric_name(name) || (type != PROM_TYPE_GAUGE && type != PROM_TYPE_COUNTER &&
-                                     type != PROM_TYPE_COUNTER_KEEP_NAME))
+    if (!valid_metric_name(name) ||
+        (type != PROM_TYPE_GAUGE && type != PROM_TYPE_COUNTER &&
+         type != PROM_TYPE_COUNTER_KEEP_NAME && type != PROM_TYPE_HISTOGRAM))
         return -EINVAL;
     if (type == PROM_TYPE_COUNTER && strcmp(name, "_total") == 0)
         return -EINVAL;
@@ -344,7 +347,7 @@ static int sample_line(struct prom_writer *w, const char *name, const char *cons
 
 int prom_sample(struct prom_writer *w, const char *const *labels, double value)
 {
-    if (w->n_families == 0)
+    if (w->n_families == 0 || w->type == PROM_TYPE_HISTOGRAM)
         return -EINVAL;
     int r = check_labels(labels);
     if (r < 0)
@@ -357,6 +360,59 @@ int prom_sample(struct prom_writer *w, const char *const *labels, double value)
     r = sample_line(w, w->families[w->n_families - 1].sample_name, labels, v);
     if (r < 0 && w->buf)
         w->buf[w->len = old_len] = '\0'; /* never leave half a line behind */
+    return r;
+}
+
+/* One sample of the current histogram family: <base><suffix>, with le="<le>" after labels when
+ * le is not NULL. */
+static int histogram_line(struct prom_writer *w, const char *suffix, const char *const *labels,
+                          const char *le, double value)
+{
+    const char *all[2 * 16 + 3];
+    size_t n = 0;
+    for (; labels && labels[n] && n < 2 * 16; n += 2) {
+        all[n] = labels[n];
+        all[n + 1] = labels[n + 1];
+    }
+    if (labels && labels[n])
+        return -EINVAL;
+    if (le) {
+        all[n++] = "le";
+        all[n++] = le;
+    }
+    all[n] = NULL;
+    char name[256], v[64];
+    if (snprintf(name, sizeof(name), "%s%s", w->families[w->n_families - 1].base, suffix) >=
+        (int)sizeof(name))
+        return -EINVAL;
+    format_value(value, v, sizeof(v));
+    return sample_line(w, name, all, v);
+}
+
+int prom_histogram(struct prom_writer *w, const char *const *labels, const double *bounds,
+                   const uint64_t *cumulative, size_t n, double sum, uint64_t count)
+{
+    if (w->n_families == 0 || w->type != PROM_TYPE_HISTOGRAM)
+        return -EINVAL;
+    int r = check_labels(labels);
+    for (size_t i = 0; r >= 0 && labels && labels[i]; i += 2)
+        if (strcmp(labels[i], "le") == 0)
+            r = -EINVAL;
+    size_t old_len = w->len;
+    bool has_inf = n > 0 && isinf(bounds[n - 1]);
+    for (size_t i = 0; r >= 0 && i < n; i++) {
+        char le[64];
+        format_value(bounds[i], le, sizeof(le));
+        r = histogram_line(w, "_bucket", labels, le, (double)cumulative[i]);
+    }
+    if (r >= 0 && !has_inf)
+        r = histogram_line(w, "_bucket", labels, "+Inf", (double)count);
+    if (r >= 0)
+        r = histogram_line(w, "_sum", labels, NULL, sum);
+    if (r >= 0)
+        r = histogram_line(w, "_count", labels, NULL, (double)count);
+    if (r < 0 && w->buf)
+        w->buf[w->len = old_len] = '\0';
     return r;
 }
 

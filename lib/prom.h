@@ -6,6 +6,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "lib/macro.h"
 
@@ -22,6 +23,8 @@ enum prom_type {
      * "counter"; OpenMetrics, which requires counter samples to end in _total, types it
      * "unknown" so the name still survives the scrape. Negative values are rejected. */
     PROM_TYPE_COUNTER_KEEP_NAME,
+    /* A histogram: samples through prom_histogram() only (<name>_bucket with le, _sum, _count). */
+    PROM_TYPE_HISTOGRAM,
 };
 
 /* Chooses the format for an Accept header value (NULL allowed): OpenMetrics only when the
@@ -51,6 +54,13 @@ int prom_family(struct prom_writer *w, const char *name, enum prom_type type, co
  * reject negative values (-ERANGE). NaN, +Inf, -Inf are written as such; integral values below
  * 2^53 without exponent or decimals. -EINVAL without a current family; -ENOMEM. */
 int prom_sample(struct prom_writer *w, const char *const *labels, double value);
+
+/* Adds one histogram of the current family (PROM_TYPE_HISTOGRAM, else -EINVAL): a _bucket sample
+ * for each upper bound (bounds ascending, the last one may be +Inf; counts cumulative, as
+ * Prometheus reads them), then +Inf when the bounds lack it, _sum and _count. labels as
+ * prom_sample()'s, without "le". -EINVAL, -ENOMEM. */
+int prom_histogram(struct prom_writer *w, const char *const *labels, const double *bounds,
+                   const uint64_t *cumulative, size_t n, double sum, uint64_t count);
 
 /* Finishes the exposition (OpenMetrics: appends "# EOF\n"), hands out the malloc'd,
  * NUL-terminated text in *ret_text (length without NUL in *ret_len, which may be NULL) and frees

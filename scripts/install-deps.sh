@@ -24,6 +24,8 @@ PACKAGES=(
     # the Slurm plugin (spank.h) and the real Slurm its tests run; Slurm's mpi/pmix opens
     # pmix2/lib/libpmix.so, which only libpmix-dev provides
     libslurm-dev slurmctld slurmd slurm-client libpmix2 libpmix-dev
+    # gpuq's calendar tests set the clock of gpuqd alone (libfaketime)
+    faketime
     curl util-linux passwd procps
     # systemd-analyze verify checks the shipped units
     systemd

@@ -3,6 +3,7 @@
  * the real moves. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -118,11 +120,140 @@ static void test_scope_enter_join_remove(void **state)
     free(dir);
 }
 
+/* A child that moves itself into the cgroup of procs and waits there to be signalled. */
+static pid_t sleeper_in(const char *procs)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char ok = cgroup_enter(procs) == 0 ? 'y' : 'n';
+        (void)!write(p[1], &ok, 1);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    close(p[1]);
+    assert_int_equal(read(p[0], &ok, 1), 1);
+    close(p[0]);
+    assert_int_equal(ok, 'y');
+    return pid;
+}
+
+/* A parent cgroup of the test's own below the v2 root, as gpuqd has its slice. */
+static char *test_parent(void)
+{
+    const char *root = cgroup_v2_path();
+    if (!root)
+        return NULL;
+    char *parent = NULL;
+    assert_true(asprintf(&parent, "%s/gn-test-cgroup-%ld", root, (long)getpid()) > 0);
+    if (mkdir(parent, 0755) < 0) {
+        free(parent);
+        return NULL;
+    }
+    return parent;
+}
+
+static void test_make_signal_wait_remove(void **state)
+{
+    if (geteuid() != 0)
+        test_skip("needs root to make cgroups");
+    char *parent = test_parent();
+    if (!parent)
+        test_skip("no cgroup v2 hierarchy to make cgroups in here");
+    struct errmsg e = {{0}};
+    char *dir = NULL, *again = NULL, *nested = NULL, *text = NULL;
+    /* Only on a cgroup v2 file system, and only one path component. */
+    assert_int_equal(cgroup_make("/tmp", "x.scope", &dir, &e), -EMEDIUMTYPE);
+    assert_non_null(strstr(e.text, "/tmp is not on a cgroup v2 hierarchy"));
+    assert_int_equal(cgroup_make(parent, "a/b", &dir, &e), -EINVAL);
+    assert_null(dir);
+    /* Made once, found the second time. */
+    assert_int_equal(cgroup_make(parent, "job.scope", &dir, &e), 1);
+    assert_int_equal(cgroup_make(parent, "job.scope", &again, &e), 0);
+    assert_string_equal(dir, again);
+    assert_int_equal(cgroup_populated(dir), 0);
+    assert_int_equal(cgroup_signal(dir, SIGTERM), -ESRCH);
+    assert_int_equal(cgroup_attr_read(dir, "cgroup.type", &text), 0);
+    assert_string_equal(text, "domain");
+    free(text);
+    /* A process in the cgroup and one in a cgroup below it: both reached by one signal, as a
+     * job's processes are wherever they are in its scope. */
+    assert_int_equal(cgroup_make(dir, "inner", &nested, &e), 1);
+    char procs[PATH_MAX];
+    snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+    pid_t a = sleeper_in(procs);
+    snprintf(procs, sizeof(procs), "%s/cgroup.procs", nested);
+    pid_t b = sleeper_in(procs);
+    assert_int_equal(cgroup_populated(dir), 1);
+    assert_int_equal(cgroup_remove_tree(dir), -EBUSY);
+    assert_int_equal(cgroup_signal(dir, SIGTERM), 0);
+    int status;
+    assert_int_equal(waitpid(a, &status, 0), a);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+    assert_int_equal(waitpid(b, &status, 0), b);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+    assert_int_equal(cgroup_wait_empty(dir, 5000), 0);
+    assert_int_equal(cgroup_populated(dir), 0);
+    /* SIGKILL, through cgroup.kill where there is one. */
+    a = sleeper_in(procs);
+    assert_int_equal(cgroup_signal(dir, SIGKILL), 0);
+    assert_int_equal(waitpid(a, &status, 0), a);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    assert_int_equal(cgroup_wait_empty(dir, 5000), 0);
+    /* Whole tree removed, the deepest first; gone is fine. */
+    assert_int_equal(cgroup_remove_tree(dir), 0);
+    assert_int_equal(access(dir, F_OK), -1);
+    assert_int_equal(cgroup_remove_tree(dir), 0);
+    assert_int_equal(cgroup_populated(dir), -ENOENT);
+    assert_int_equal(cgroup_signal(dir, SIGTERM), -ENOENT);
+    assert_int_equal(cgroup_wait_empty(dir, 10), 0);
+    assert_int_equal(rmdir(parent), 0);
+    free(nested);
+    free(again);
+    free(dir);
+    free(parent);
+}
+
+static void test_controllers_and_attributes(void **state)
+{
+    if (geteuid() != 0)
+        test_skip("needs root to make cgroups");
+    char *parent = test_parent();
+    if (!parent)
+        test_skip("no cgroup v2 hierarchy to make cgroups in here");
+    struct errmsg e = {{0}};
+    char *dir = NULL, *text = NULL;
+    assert_int_equal(cgroup_make(parent, "limits.scope", &dir, &e), 1);
+    /* Only what the parent enables reaches the child: none yet. */
+    assert_int_equal(cgroup_has_controller(dir, "memory"), 0);
+    assert_int_equal(cgroup_attr_write(dir, "memory.max", "1048576"), -ENOENT);
+    if (cgroup_has_controller(parent, "memory") == 1 &&
+        cgroup_attr_write(parent, "cgroup.subtree_control", "+memory") == 0) {
+        assert_int_equal(cgroup_has_controller(dir, "memory"), 1);
+        assert_int_equal(cgroup_attr_write(dir, "memory.max", "1048576"), 0);
+        assert_int_equal(cgroup_attr_read(dir, "memory.max", &text), 0);
+        assert_string_equal(text, "1048576");
+        free(text);
+        assert_int_equal(cgroup_attr_write(dir, "memory.max", "lots"), -EINVAL);
+    }
+    assert_int_equal(cgroup_has_controller(dir, "memor"), 0);
+    assert_int_equal(cgroup_remove_tree(dir), 0);
+    assert_int_equal(cgroup_has_controller(dir, "memory"), -ENOENT);
+    assert_int_equal(rmdir(parent), 0);
+    free(dir);
+    free(parent);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_are_one_component),
         cmocka_unit_test(test_scope_enter_join_remove),
+        cmocka_unit_test(test_make_signal_wait_remove),
+        cmocka_unit_test(test_controllers_and_attributes),
     };
     return test_run_cases(tests);
 }

@@ -70,6 +70,24 @@ static void test_sections_iterate(void **state)
     assert_null(config_next_section(c, s));
 }
 
+static void test_keys_iterate(void **state)
+{
+    _cleanup_(config_freep) struct config *c =
+        load("[q]\ngpus.H100 = 1\n[r]\nx = 1\n[q]\nmig.1g.10gb = 2\n", NULL);
+    assert_non_null(c);
+    const char *k = config_next_key(c, "q", NULL);
+    assert_string_equal(k, "gpus.H100");
+    k = config_next_key(c, "q", k);
+    assert_string_equal(k, "mig.1g.10gb");
+    assert_null(config_next_key(c, "q", k));
+    assert_null(config_next_key(c, "none", NULL));
+    assert_null(config_next_key(c, "q", "x"));
+    /* iterating marks nothing as used */
+    struct errmsg e = {""};
+    assert_int_equal(config_check_unused(c, &e), -EINVAL);
+    assert_string_equal(e.text, "coold.conf:2: unknown key 'gpus.H100' in [q]");
+}
+
 static void test_unused_key_is_reported(void **state)
 {
     struct errmsg e = {""};
@@ -380,6 +398,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_and_get),
         cmocka_unit_test(test_sections_iterate),
+        cmocka_unit_test(test_keys_iterate),
         cmocka_unit_test(test_unused_key_is_reported),
         cmocka_unit_test(test_unused_key_outside_section),
         cmocka_unit_test(test_duplicate_key),

@@ -160,6 +160,28 @@ static void test_promtool_accepts_text(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+static void test_histogram(void **state)
+{
+    struct prom_writer *w = NULL;
+    assert_int_equal(prom_writer_new(PROM_FORMAT_TEXT, &w), 0);
+    assert_int_equal(prom_family(w, "wait_seconds", PROM_TYPE_HISTOGRAM, "Waits."), 0);
+    const double bounds[] = {1, 2.5};
+    const uint64_t counts[] = {1, 3};
+    const char *const labels[] = {"queue", "q", NULL};
+    assert_int_equal(prom_sample(w, labels, 1), -EINVAL); /* buckets only */
+    const char *const le[] = {"le", "1", NULL};
+    assert_int_equal(prom_histogram(w, le, bounds, counts, 2, 1, 1), -EINVAL);
+    assert_int_equal(prom_histogram(w, labels, bounds, counts, 2, 7.5, 4), 0);
+    _cleanup_free_ char *t = finish(w);
+    assert_string_equal(t, "# HELP wait_seconds Waits.\n"
+                           "# TYPE wait_seconds histogram\n"
+                           "wait_seconds_bucket{queue=\"q\",le=\"1\"} 1\n"
+                           "wait_seconds_bucket{queue=\"q\",le=\"2.5\"} 3\n"
+                           "wait_seconds_bucket{queue=\"q\",le=\"+Inf\"} 4\n"
+                           "wait_seconds_sum{queue=\"q\"} 7.5\n"
+                           "wait_seconds_count{queue=\"q\"} 4\n");
+}
+
 static void test_values(void **state)
 {
     struct prom_writer *w = NULL;
@@ -316,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_counter_keep_name),
         cmocka_unit_test(test_promtool_accepts_text),
         cmocka_unit_test(test_values),
+        cmocka_unit_test(test_histogram),
         cmocka_unit_test(test_validation),
         cmocka_unit_test(test_duplicate_family),
         cmocka_unit_test(test_empty_exposition),

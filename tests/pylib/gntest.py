@@ -329,6 +329,25 @@ def http_call(conn, method, path, body=None, headers=None, close=True):
             conn.close()
 
 
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over AF_UNIX: the host name only fills the Host header."""
+
+    def __init__(self, path, timeout=10):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = str(path)
+
+    def connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self.unix_path)
+        self.sock = sock
+
+
+def unix_api(socket_path, method, path, body=None, timeout=30):
+    """One call to a daemon's control API over its Unix socket (as this process's user)."""
+    return http_call(UnixHTTPConnection(socket_path, timeout=timeout), method, path, body)
+
+
 def request(port, path="/metrics", method="GET", accept=None, accept_encoding=None, timeout=10,
             conn=None):
     """One request to 127.0.0.1:port; a fresh connection unless `conn` (keep-alive) is given,

@@ -48,23 +48,9 @@ def binary(name, for_user=None):
 # ---- HTTP over a Unix socket (coold's control API) and /metrics ----
 
 
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """http.client over AF_UNIX: the host name only fills the Host header."""
-
-    def __init__(self, path, timeout=10):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = str(path)
-
-    def connect(self):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(self.unix_path)
-        self.sock = sock
-
-
 def api(socket_path, method, path, body=None, timeout=30):
     """A control-API call to coold over its Unix socket."""
-    return http_call(UnixHTTPConnection(socket_path, timeout=timeout), method, path, body)
+    return gntest.unix_api(socket_path, method, path, body, timeout)
 
 
 def parse_metrics(text):
