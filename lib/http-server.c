@@ -34,6 +34,7 @@ struct http_server {
     http_handler_fn fn;
     void *userdata;
     bool is_unix;
+    size_t max_body;
     uint16_t port;
     char *unix_path;
     /* Identity of the socket file we created, so that free() never unlinks a file that a
@@ -90,9 +91,10 @@ void http_reply_take(struct http_reply *reply, unsigned status, const char *cont
 
 void http_reply_json(struct http_reply *reply, unsigned status, json_t *json)
 {
-    /* Ten significant digits print 1.39 rather than 1.3899999999999999 and still keep
-     * millisecond resolution on durations and two decimals on temperatures. */
-    size_t flags = JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(10);
+    /* Fifteen significant digits print 1.39 rather than 1.3899999999999999 (the seventeen a
+     * double needs to round-trip) and still keep ten microseconds on a UNIX time (gpuq's job
+     * times; ten digits would round those to the second). */
+    size_t flags = JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15);
     char *text = json ? json_dumps(json, flags) : NULL;
     json_decref(json);
     if (!text) {
@@ -301,16 +303,17 @@ static void fill_peer(const struct http_server *s, struct MHD_Connection *conn,
                   sizeof(peer->addr));
 }
 
-static bool content_length_too_big(struct MHD_Connection *conn)
+static bool content_length_too_big(const struct http_server *s, struct MHD_Connection *conn)
 {
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-    return cl && strtoull(cl, NULL, 10) > HTTP_SERVER_MAX_BODY;
+    return cl && strtoull(cl, NULL, 10) > __atomic_load_n(&s->max_body, __ATOMIC_RELAXED);
 }
 
 /* Collects an upload chunk; bodies over the limit are read and dropped, then answered 413. */
-static int append_body(struct request_ctx *ctx, const char *data, size_t n)
+static int append_body(const struct http_server *s, struct request_ctx *ctx, const char *data,
+                       size_t n)
 {
-    if (ctx->too_big || ctx->len + n > HTTP_SERVER_MAX_BODY) {
+    if (ctx->too_big || ctx->len + n > __atomic_load_n(&s->max_body, __ATOMIC_RELAXED)) {
         ctx->too_big = true;
         return 0;
     }
@@ -442,7 +445,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_NO; /* closes the connection without an answer */
         /* First call: only headers are in. Refusing an announced oversized body now spares
          * reading it (and the client's "Expect: 100-continue" gets the answer at once). */
-        if (content_length_too_big(conn))
+        if (content_length_too_big(s, conn))
             return queue_error(conn, 413, "request body too large");
         ctx = calloc(1, sizeof(*ctx));
         if (!ctx)
@@ -451,7 +454,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
-        int r = append_body(ctx, upload_data, *upload_data_size);
+        int r = append_body(s, ctx, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return r < 0 ? MHD_NO : MHD_YES;
     }
@@ -558,6 +561,8 @@ int http_server_new_tcp(const char *listen_addr, http_handler_fn fn, void *userd
                         struct http_server **ret, struct errmsg *e)
 {
     _cleanup_free_ struct http_server *s = calloc(1, sizeof(*s));
+    if (s)
+        s->max_body = HTTP_SERVER_MAX_BODY;
     if (!s)
         return errmsg_set(e, -ENOMEM, "out of memory");
     pthread_mutex_init(&s->lock, NULL);
@@ -624,6 +629,8 @@ int http_server_new_unix(const char *path, mode_t mode, http_handler_fn fn, void
                          struct http_server **ret, struct errmsg *e)
 {
     _cleanup_free_ struct http_server *s = calloc(1, sizeof(*s));
+    if (s)
+        s->max_body = HTTP_SERVER_MAX_BODY;
     if (!s)
         return errmsg_set(e, -ENOMEM, "out of memory");
     _cleanup_free_ char *p = strdup(path);
@@ -670,4 +677,9 @@ void http_server_free(struct http_server *s)
     free(s->unix_path);
     pthread_mutex_destroy(&s->lock);
     free(s);
+}
+
+void http_server_set_max_body(struct http_server *s, size_t max)
+{
+    __atomic_store_n(&s->max_body, max, __ATOMIC_RELAXED);
 }

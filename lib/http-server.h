@@ -6,9 +6,9 @@
  * a Prometheus scrape. The handler is called once per request, after the whole body has
  * arrived, on that connection's thread: it must be thread-safe with respect to its userdata.
  *
- * Limits: request bodies over HTTP_SERVER_MAX_BODY get 413 without calling the handler; at most
- * HTTP_SERVER_MAX_CONNECTIONS connections at once; idle connections close after
- * HTTP_SERVER_TIMEOUT_S seconds (HTTP_SERVER_UNIX_TIMEOUT_S on a Unix socket).
+ * Limits: request bodies over HTTP_SERVER_MAX_BODY (or http_server_set_max_body's) get 413 without
+ * calling the handler; at most HTTP_SERVER_MAX_CONNECTIONS connections at once; idle connections
+ * close after HTTP_SERVER_TIMEOUT_S seconds (HTTP_SERVER_UNIX_TIMEOUT_S on a Unix socket).
  *
  * A Unix-socket server is open to every local user, so one user must not be able to take all
  * connections (a slowloris that trickles a header byte before each timeout would otherwise lock
@@ -96,6 +96,10 @@ int http_server_new_tcp(const char *listen, http_handler_fn fn, void *userdata,
  * socket some live server still answers on with -EADDRINUSE. Returns 0 and *ret, or -errno. */
 int http_server_new_unix(const char *path, mode_t mode, http_handler_fn fn, void *userdata,
                          struct http_server **ret, struct errmsg *e);
+
+/* Raises (or lowers) the request body limit of s from HTTP_SERVER_MAX_BODY: for an API whose
+ * requests carry more (gpuqd's submit carries the user's environment). Safe while serving. */
+void http_server_set_max_body(struct http_server *s, size_t max);
 
 /* The bound TCP port (useful after listening on port 0); 0 for a Unix-socket server. */
 uint16_t http_server_port(const struct http_server *s);

@@ -147,7 +147,7 @@ unit_tests() {
 # the plain and sanitized runs go side by side.
 declare -A system_pid=()
 # Every component's pytest folder, run in one session (module names must differ between them).
-SYSTEM_TEST_DIRS=$(ls -d coolant/tests/system gpumon/tests/system capsule/tests/system 2>/dev/null | tr '\n' ' ')
+SYSTEM_TEST_DIRS=$(ls -d coolant/tests/system gpumon/tests/system capsule/tests/system gpuq/tests/system 2>/dev/null | tr '\n' ' ')
 # An interrupted run takes its background test runs with it (timeout(1) passes the signal on).
 trap 'for p in "${system_pid[@]}"; do kill -TERM "$p" 2>/dev/null; done; exit 130' INT TERM
 # system_tests_start DIR [WRAPPER...]

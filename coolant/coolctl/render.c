@@ -183,7 +183,7 @@ static void render_safety(FILE *f, json_t *doc, bool color)
     put_colored(f, color, level_color(stage), stage);
     json_t *num = json_object_get(sd, "stage_number");
     if (json_is_integer(num) && json_integer_value(num) > 0)
-        fprintf(f, " (stage %lld of 6)", (long long)json_integer_value(num));
+        fprintf(f, " (stage %lld of 7)", (long long)json_integer_value(num));
     if (json_is_true(json_object_get(sd, "drill")))
         fputs(" [drill]", f);
     fputc('\n', f);

@@ -90,6 +90,8 @@ static int load_shutdown(struct config *c, struct coold_config *cfg, struct errm
             0 ||
         (r = dup_string(c, "shutdown", "hooks_dir", "/etc/coold/hooks.d", &cfg->hooks_dir)) < 0 ||
         (r = dup_string(c, "shutdown", "docker_socket", "/run/docker.sock", &cfg->docker_socket)) <
+            0 ||
+        (r = dup_string(c, "shutdown", "gpuqd_socket", "/run/gpuq/gpuq.sock", &cfg->gpuqd_socket)) <
             0)
         return r;
     if ((r = config_get_duration(c, "shutdown", "container_grace", 20.0, &cfg->container_grace_s,
@@ -99,6 +101,11 @@ static int load_shutdown(struct config *c, struct coold_config *cfg, struct errm
             0 ||
         (r = config_get_bool(c, "shutdown", "drill", false, &cfg->drill, e)) < 0)
         return r;
+    /* A relative path would depend on coold's working directory, which systemd sets to /. */
+    if (*cfg->gpuqd_socket && cfg->gpuqd_socket[0] != '/')
+        return errmsg_set(
+            e, -EINVAL, "%s:%u: [shutdown] gpuqd_socket '%s' must be an absolute path or empty",
+            config_path(c), config_line(c, "shutdown", "gpuqd_socket"), cfg->gpuqd_socket);
     if (!*cfg->shutdown_command)
         return errmsg_set(e, -EINVAL, "%s: [shutdown] command must not be empty", config_path(c));
     /* The reserve comes off every stage's budget; more than a minute would leave none. */
@@ -136,5 +143,6 @@ void coold_config_done(struct coold_config *c)
     free(c->shutdown_command);
     free(c->hooks_dir);
     free(c->docker_socket);
+    free(c->gpuqd_socket);
     memset(c, 0, sizeof(*c));
 }

@@ -22,6 +22,7 @@ struct coold_config {
     char *shutdown_command;
     char *hooks_dir;
     char *docker_socket; /* empty: no Docker Engine on this host */
+    char *gpuqd_socket;  /* empty: no GPU job queue (gpuqd) on this host */
     double container_grace_s;
     double halt_within_s;
     double halt_reserve_s;

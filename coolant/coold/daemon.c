@@ -82,6 +82,7 @@ static int setup_shutdown(struct daemon *d, struct errmsg *e)
         .command = d->cfg.shutdown_command,
         .hooks_dir = d->cfg.hooks_dir,
         .docker_socket = d->cfg.docker_socket,
+        .gpuqd_socket = d->cfg.gpuqd_socket,
         .container_grace_s = d->cfg.container_grace_s,
         .halt_within_s = d->cfg.halt_within_s,
         .halt_reserve_s = d->cfg.halt_reserve_s,

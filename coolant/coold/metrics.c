@@ -107,8 +107,8 @@ int metrics_render(const struct coold_view *v, enum prom_format format, char **r
     if ((r = render_controller(w, v)) < 0 || (r = render_temperatures(w, v)) < 0 ||
         (r = render_pumps(w, v)) < 0 || (r = render_states(w, v)) < 0 ||
         (r = gauge1(w, "coold_shutdown_stage",
-                    "Shutdown stage: 0 idle, 1 announce, 2 containers, 3 wait, 4 halt, 5 command, "
-                    "6 done.",
+                    "Shutdown stage: 0 idle, 1 jobs, 2 announce, 3 containers, 4 wait, 5 halt, "
+                    "6 command, 7 done.",
                     v->shutdown_stage)) < 0)
         return r;
     r = prom_family(w, "coold_build_info", PROM_TYPE_GAUGE, "coold's version; always 1.");

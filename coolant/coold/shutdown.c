@@ -13,20 +13,32 @@
 
 #include "lib/clock.h"
 #include "docker.h"
+#include "gpuq-client.h"
 #include "hooks.h"
 #include "lib/macro.h"
 
 /* Shares of the time left (until the power cut minus the reserve) that each stage may use,
  * recomputed when each stage starts so that a quick stage hands its slack to the next ones. The
- * containers' grace periods need the most; halt and command get the last share. */
+ * jobs' and the containers' grace periods need the most; halt and command get the last share.
+ * A host without gpuq (or without Docker) skips that stage at once, so the others get what it
+ * would have used. */
+#define WEIGHT_JOBS       6u
 #define WEIGHT_ANNOUNCE   2u
 #define WEIGHT_CONTAINERS 6u
 #define WEIGHT_WAIT       1u
 #define WEIGHT_FINAL      1u
-/* Docker needs time after the grace period to SIGKILL and tear down; keep this much (plus a tenth
- * of the stage budget) between the end of the grace period and the end of the stage. */
+/* The weights of a stage and of every stage after it. */
+#define WEIGHTS_FROM_CONTAINERS (WEIGHT_CONTAINERS + WEIGHT_WAIT + WEIGHT_FINAL)
+#define WEIGHTS_FROM_ANNOUNCE   (WEIGHT_ANNOUNCE + WEIGHTS_FROM_CONTAINERS)
+#define WEIGHTS_FROM_JOBS       (WEIGHT_JOBS + WEIGHTS_FROM_ANNOUNCE)
+/* Docker and gpuqd need time after the grace period to SIGKILL and tear down (gpuqd also to
+ * reap and requeue); keep this much (plus a tenth of the stage budget) between the end of the
+ * grace period and the end of the stage. */
 #define STOP_MARGIN_US 1000000u
-#define WAIT_POLL_MS   200u
+/* gpuqd's drain answers when its wait runs out; it is asked to wait this much less than the
+ * stage has, so that its answer still arrives inside the stage. */
+#define DRAIN_REPLY_MARGIN_US 300000u
+#define WAIT_POLL_MS          200u
 /* How long to wait for the shutdown command's exit status ("systemctl poweroff" returns at once).
  */
 #define COMMAND_WAIT_US 10000000u
@@ -54,6 +66,7 @@ struct shutdown {
     char *command;
     char *hooks_dir;
     char *docker_socket;
+    char *gpuqd_socket;
     pthread_mutex_t lock;
     pthread_cond_t cond; /* signalled when a run finishes */
     struct run *real;    /* set once: the latch */
@@ -61,13 +74,10 @@ struct shutdown {
 };
 
 static const char *const stage_names[] = {
-    [SHUTDOWN_STAGE_IDLE] = "idle",
-    [SHUTDOWN_STAGE_ANNOUNCE] = "announce",
-    [SHUTDOWN_STAGE_CONTAINERS] = "containers",
-    [SHUTDOWN_STAGE_WAIT] = "wait",
-    [SHUTDOWN_STAGE_HALT] = "halt",
-    [SHUTDOWN_STAGE_COMMAND] = "command",
-    [SHUTDOWN_STAGE_DONE] = "done",
+    [SHUTDOWN_STAGE_IDLE] = "idle",         [SHUTDOWN_STAGE_JOBS] = "jobs",
+    [SHUTDOWN_STAGE_ANNOUNCE] = "announce", [SHUTDOWN_STAGE_CONTAINERS] = "containers",
+    [SHUTDOWN_STAGE_WAIT] = "wait",         [SHUTDOWN_STAGE_HALT] = "halt",
+    [SHUTDOWN_STAGE_COMMAND] = "command",   [SHUTDOWN_STAGE_DONE] = "done",
 };
 
 const char *shutdown_stage_to_string(enum shutdown_stage s)
@@ -124,6 +134,15 @@ static uint64_t stage_end(const struct run *run, unsigned weight, unsigned weigh
     if (now >= end)
         return 0;
     return now + (end - now) * weight / weight_left;
+}
+
+/* The longest grace period (seconds) that leaves the SIGKILL and the teardown after it time to
+ * finish before the stage ends; 0 when there is none. */
+static double grace_allowed(uint64_t now, uint64_t end)
+{
+    uint64_t left = end > now ? end - now : 0;
+    uint64_t margin = STOP_MARGIN_US + left / 10;
+    return left > margin ? (double)(left - margin) / 1e6 : 0.0;
 }
 
 static uint64_t begin_stage(struct run *run, enum shutdown_stage stage)
@@ -189,32 +208,125 @@ static bool cancelled(struct run *run, enum shutdown_stage stage)
     return true;
 }
 
+/* The log line and the event that say a run started. They come before the first stage, not in
+ * the announce stage, so that the journal and the event list show the shutdown at once even
+ * while the jobs stage drains gpuqd ahead of the hooks. */
+static void open_run(struct run *run)
+{
+    uint64_t now = clock_now_usec();
+    double cut_in = run->deadline_us > now ? (double)(run->deadline_us - now) / 1e6 : 0.0;
+    if (run->drill)
+        say(run, LOG_LEVEL_WARNING, "shutdown DRILL (%s): running every stage, stopping nothing",
+            run->reason);
+    else
+        say(run, LOG_LEVEL_WARNING,
+            "emergency shutdown (%s): power cut in %.1fs; stopping jobs and containers and "
+            "halting",
+            run->reason, cut_in);
+    event(run,
+          json_pack("{s:s, s:s, s:b, s:f}", "stage", "start", "reason", run->reason, "drill",
+                    run->drill, "power_cut_in_seconds", cut_in),
+          "%s started (%s), power cut in %.1fs", run->drill ? "shutdown drill" : "shutdown",
+          run->reason, cut_in);
+}
+
+/* gpuqd not being there is no failure: no socket file means gpuq is not installed or not
+ * started on this host, and a refused connection means no gpuqd listens on a socket left behind.
+ * Either way there is no job it could stop. Returns true when that is the case (stage ended). */
+static bool gpuqd_absent(struct run *run, uint64_t t, int r)
+{
+    const char *sock = run->s->cfg.gpuqd_socket;
+    if (r == -ENOENT)
+        end_stage(run, SHUTDOWN_STAGE_JOBS, t, true, "gpuqd is not running (no socket at %s)",
+                  sock);
+    else if (r == -ECONNREFUSED)
+        end_stage(run, SHUTDOWN_STAGE_JOBS, t, true,
+                  "gpuqd is not running (connection refused at %s)", sock);
+    return r == -ENOENT || r == -ECONNREFUSED;
+}
+
+/* A drill stops nothing and leaves gpuqd admitting jobs: it only asks what a drain would stop. */
+static void jobs_count(struct run *run, uint64_t t, uint64_t end)
+{
+    struct gpuqc_status st;
+    struct errmsg e = {{0}};
+    int r = gpuqc_get_status(run->s->cfg.gpuqd_socket, end, &st, &e);
+    if (gpuqd_absent(run, t, r))
+        return;
+    if (r < 0)
+        end_stage(run, SHUTDOWN_STAGE_JOBS, t, false, "%s", e.text);
+    else
+        end_stage(run, SHUTDOWN_STAGE_JOBS, t, true, "would drain gpuqd and stop %u running job%s",
+                  st.running, st.running == 1 ? "" : "s");
+}
+
+static void jobs_drain(struct run *run, uint64_t t, uint64_t end)
+{
+    uint64_t now = clock_now_usec();
+    /* gpuqd reads a grace_max of 0 as "no cap": a stage too short for any grace still asks for
+     * the shortest one, so that the jobs go down at once rather than with their own grace. */
+    double grace = fmax(floor(grace_allowed(now, end) * 10.0) / 10.0, 0.1);
+    uint64_t wait_us = end > now + DRAIN_REPLY_MARGIN_US ? end - now - DRAIN_REPLY_MARGIN_US : 0;
+    struct gpuqc_drain_result res;
+    struct errmsg e = {{0}};
+    int r = gpuqc_drain(run->s->cfg.gpuqd_socket, grace, (double)wait_us / 1e6, end, &res, &e);
+    if (gpuqd_absent(run, t, r))
+        return;
+    if (r < 0)
+        end_stage(run, SHUTDOWN_STAGE_JOBS, t, false, "%s", e.text);
+    else if (res.running == 0)
+        end_stage(run, SHUTDOWN_STAGE_JOBS, t, true,
+                  "gpuqd drained: stopped %u job%s (grace up to %.1fs), 0 left running",
+                  res.stopped, res.stopped == 1 ? "" : "s", grace);
+    else
+        end_stage(run, SHUTDOWN_STAGE_JOBS, t, false,
+                  "gpuqd drained: stopped %u job%s (grace up to %.1fs), %u still running at the "
+                  "end of the stage",
+                  res.stopped, res.stopped == 1 ? "" : "s", grace, res.running);
+}
+
+/* The first stage, before the hooks: a GPU job's checkpoint (model and optimiser state written
+ * from GPU memory) is the most expensive work a power cut can destroy and often the slowest to
+ * save, so the jobs get their signal first and their grace is not shortened by hooks that may
+ * use their whole share. Hooks that run after it may then rely on the jobs having stopped (for
+ * instance to copy their checkpoints off the node). */
+static void stage_jobs(struct run *run)
+{
+    const char *sock = run->s->cfg.gpuqd_socket;
+    if (cancelled(run, SHUTDOWN_STAGE_JOBS))
+        return;
+    uint64_t t = begin_stage(run, SHUTDOWN_STAGE_JOBS);
+    if (!sock || !sock[0]) {
+        end_stage(run, SHUTDOWN_STAGE_JOBS, t, true, "no job queue configured");
+        return;
+    }
+    struct stat st;
+    if (stat(sock, &st) < 0 && errno == ENOENT) {
+        gpuqd_absent(run, t, -ENOENT);
+        return;
+    }
+    uint64_t end = stage_end(run, WEIGHT_JOBS, WEIGHTS_FROM_JOBS);
+    if (end == 0) {
+        end_stage(run, SHUTDOWN_STAGE_JOBS, t, false, "skipped: no time left");
+        return;
+    }
+    if (run->drill)
+        jobs_count(run, t, end);
+    else
+        jobs_drain(run, t, end);
+}
+
 static void stage_announce(struct run *run)
 {
     const struct shutdown_config *c = &run->s->cfg;
     if (cancelled(run, SHUTDOWN_STAGE_ANNOUNCE))
         return;
     uint64_t t = begin_stage(run, SHUTDOWN_STAGE_ANNOUNCE);
-    double cut_in = run->deadline_us > t ? (double)(run->deadline_us - t) / 1e6 : 0.0;
-    if (run->drill)
-        say(run, LOG_LEVEL_WARNING, "shutdown DRILL (%s): running every stage, stopping nothing",
-            run->reason);
-    else
-        say(run, LOG_LEVEL_WARNING,
-            "emergency shutdown (%s): power cut in %.1fs; stopping containers and halting",
-            run->reason, cut_in);
-    event(run,
-          json_pack("{s:s, s:s, s:b, s:f}", "stage", "announce", "reason", run->reason, "drill",
-                    run->drill, "power_cut_in_seconds", cut_in),
-          "%s started (%s), power cut in %.1fs", run->drill ? "shutdown drill" : "shutdown",
-          run->reason, cut_in);
-
     if (!c->hooks_dir || !c->hooks_dir[0]) {
         end_stage(run, SHUTDOWN_STAGE_ANNOUNCE, t, true, "no hooks directory configured");
         return;
     }
-    uint64_t end = stage_end(run, WEIGHT_ANNOUNCE,
-                             WEIGHT_ANNOUNCE + WEIGHT_CONTAINERS + WEIGHT_WAIT + WEIGHT_FINAL);
+    uint64_t end = stage_end(run, WEIGHT_ANNOUNCE, WEIGHTS_FROM_ANNOUNCE);
     if (end == 0) {
         end_stage(run, SHUTDOWN_STAGE_ANNOUNCE, t, false, "hooks skipped: no time left");
         return;
@@ -260,10 +372,7 @@ static void join_names(const struct docker_container *c, size_t n, const bool *p
  * teardown still fit before the stage ends. */
 static unsigned grace_for(const struct run *run, uint64_t now, uint64_t end)
 {
-    uint64_t left = end > now ? end - now : 0;
-    uint64_t margin = STOP_MARGIN_US + left / 10;
-    double allow = left > margin ? (double)(left - margin) / 1e6 : 0.0;
-    double grace = fmin(run->s->cfg.container_grace_s, allow);
+    double grace = fmin(run->s->cfg.container_grace_s, grace_allowed(now, end));
     return grace > 0 ? (unsigned)floor(grace) : 0;
 }
 
@@ -318,8 +427,7 @@ static void stage_containers(struct run *run)
                   "no Docker Engine on this host (no socket at %s)", sock);
         return;
     }
-    uint64_t end =
-        stage_end(run, WEIGHT_CONTAINERS, WEIGHT_CONTAINERS + WEIGHT_WAIT + WEIGHT_FINAL);
+    uint64_t end = stage_end(run, WEIGHT_CONTAINERS, WEIGHTS_FROM_CONTAINERS);
     if (end == 0) {
         end_stage(run, SHUTDOWN_STAGE_CONTAINERS, t, false, "skipped: no time left");
         return;
@@ -478,6 +586,8 @@ static void stage_command(struct run *run)
 static void *run_main(void *p)
 {
     struct run *run = p;
+    open_run(run);
+    stage_jobs(run);
     stage_announce(run);
     stage_containers(run);
     stage_wait(run);
@@ -513,14 +623,16 @@ int shutdown_new(const struct shutdown_config *c, struct shutdown **ret)
     s->command = c->command ? strdup(c->command) : NULL;
     s->hooks_dir = c->hooks_dir ? strdup(c->hooks_dir) : NULL;
     s->docker_socket = c->docker_socket ? strdup(c->docker_socket) : NULL;
+    s->gpuqd_socket = c->gpuqd_socket ? strdup(c->gpuqd_socket) : NULL;
     if ((c->command && !s->command) || (c->hooks_dir && !s->hooks_dir) ||
-        (c->docker_socket && !s->docker_socket)) {
+        (c->docker_socket && !s->docker_socket) || (c->gpuqd_socket && !s->gpuqd_socket)) {
         shutdown_free(s);
         return -ENOMEM;
     }
     s->cfg.command = s->command;
     s->cfg.hooks_dir = s->hooks_dir;
     s->cfg.docker_socket = s->docker_socket;
+    s->cfg.gpuqd_socket = s->gpuqd_socket;
     pthread_mutex_init(&s->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -548,6 +660,7 @@ void shutdown_free(struct shutdown *s)
     free(s->command);
     free(s->hooks_dir);
     free(s->docker_socket);
+    free(s->gpuqd_socket);
     free(s);
 }
 
@@ -562,7 +675,7 @@ int shutdown_start(struct shutdown *s, const char *reason, uint64_t deadline_us,
     run->deadline_us = deadline_us;
     /* Shown as started from the moment this returns, not only once the thread runs, so a caller
      * that looks at the stage right after starting never sees IDLE. */
-    run->stage = SHUTDOWN_STAGE_ANNOUNCE;
+    run->stage = SHUTDOWN_STAGE_JOBS;
     snprintf(run->reason, sizeof(run->reason), "%s", reason && reason[0] ? reason : "unknown");
 
     struct run *old = NULL;

@@ -1,20 +1,26 @@
 /* coold's staged shutdown: turns a controller's pre-critical alarm into an orderly stop before
  * the controller cuts host power.
  *
- * Stages, in order, each bounded by a share of the time left until the power cut minus a reserve
- * for the OS halt itself:
- *   1 announce    log, event list, hook scripts (hooks.h), killed at the stage budget
- *   2 containers  list the running containers and stop them all at once (docker.h), with a grace
+ * A run opens with a log line and an event ("shutdown started (reason), power cut in N s"), then
+ * runs its stages in order, each bounded by a share of the time left until the power cut minus a
+ * reserve for the OS halt itself:
+ *   1 jobs        drain the GPU job queue (gpuq-client.h): gpuqd sends every running job its
+ *                 checkpoint signal with a grace of min(the job's grace, what the budget allows),
+ *                 SIGKILLs after it, requeues the jobs and starts nothing more; skipped (ok) when
+ *                 gpuqd is not configured or not running
+ *   2 announce    hook scripts (hooks.h), killed at the stage budget
+ *   3 containers  list the running containers and stop them all at once (docker.h), with a grace
  *                 of min(container_grace, what the budget allows)
- *   3 wait        confirm every container stopped
- *   4 halt        tell the controller the host is halting (the daemon's send_halt callback)
- *   5 command     run the shutdown command with /bin/sh -c, exactly once, even if earlier stages
+ *   4 wait        confirm every container stopped
+ *   5 halt        tell the controller the host is halting (the daemon's send_halt callback)
+ *   6 command     run the shutdown command with /bin/sh -c, exactly once, even if earlier stages
  *                 failed
  * A failing stage is reported and logged; the next one runs anyway.
  *
  * A real shutdown runs at most once per object (latch). A drill runs every stage without stopping
- * anything: hooks get the event "drill", containers are only listed, no HALT is sent and the
- * command is not run; it does not latch, and a real shutdown that starts meanwhile cancels it.
+ * anything: gpuqd is only asked how many jobs run, hooks get the event "drill", containers are
+ * only listed, no HALT is sent and the command is not run; it does not latch, and a real shutdown
+ * that starts meanwhile cancels it.
  * Runs happen on a thread of their own, so the daemon's main loop keeps talking to the
  * controller. Every function here is thread-safe. Times are CLOCK_MONOTONIC microseconds
  * (clock_now_usec()). */
@@ -30,17 +36,19 @@
 /* Numbers as in the coold_shutdown_stage metric. */
 enum shutdown_stage {
     SHUTDOWN_STAGE_IDLE = 0,
-    SHUTDOWN_STAGE_ANNOUNCE = 1,
-    SHUTDOWN_STAGE_CONTAINERS = 2,
-    SHUTDOWN_STAGE_WAIT = 3,
-    SHUTDOWN_STAGE_HALT = 4,
-    SHUTDOWN_STAGE_COMMAND = 5,
-    SHUTDOWN_STAGE_DONE = 6,
+    SHUTDOWN_STAGE_JOBS = 1,
+    SHUTDOWN_STAGE_ANNOUNCE = 2,
+    SHUTDOWN_STAGE_CONTAINERS = 3,
+    SHUTDOWN_STAGE_WAIT = 4,
+    SHUTDOWN_STAGE_HALT = 5,
+    SHUTDOWN_STAGE_COMMAND = 6,
+    SHUTDOWN_STAGE_DONE = 7,
 };
 
-#define SHUTDOWN_N_STEPS 5 /* announce .. command */
+#define SHUTDOWN_N_STEPS 6 /* jobs .. command */
 
-/* "idle", "announce", "containers", "wait", "halt", "command", "done"; NULL if out of range. */
+/* "idle", "jobs", "announce", "containers", "wait", "halt", "command", "done"; NULL if out of
+ * range. */
 const char *shutdown_stage_to_string(enum shutdown_stage s);
 
 /* Asks the controller to note that the host halts within within_s seconds (protocol HALT). Called
@@ -59,6 +67,7 @@ struct shutdown_config {
     const char *command;       /* run with /bin/sh -c; NULL or "": the command stage fails */
     const char *hooks_dir;     /* NULL or "": no hooks */
     const char *docker_socket; /* NULL or "": no Docker Engine on this host */
+    const char *gpuqd_socket;  /* NULL or "": no GPU job queue on this host */
     double container_grace_s;
     double halt_within_s;  /* what HALT tells the controller */
     double halt_reserve_s; /* time kept free before the power cut for the OS to halt */

@@ -70,16 +70,6 @@ static json_t *queue_json(const struct gpuqd *d, unsigned i, time_t now)
                      (json_int_t)pending, "running", (json_int_t)running);
 }
 
-static unsigned gpus_allocated(const struct gpuqd *d)
-{
-    unsigned n = 0;
-    for (size_t i = 0; i < d->n_jobs; i++) {
-        struct res_set s = {{d->jobs[i]->j.slots[0], d->jobs[i]->j.slots[1]}};
-        n += res_set_count(&s);
-    }
-    return n;
-}
-
 void api_queues(struct api_call *c)
 {
     struct gpuqd *d = c->d;
@@ -90,7 +80,7 @@ void api_queues(struct api_call *c)
         json_array_append_new(queues, queue_json(d, i, now));
     json_t *o = json_pack("{s:o, s:b, s:I, s:I, s:s*}", "queues", queues, "drained", d->drained,
                           "gpus_total", (json_int_t)d->node.n_slots, "gpus_allocated",
-                          (json_int_t)gpus_allocated(d), "time_zone", d->cfg.sched.time_zone);
+                          (json_int_t)jobs_gpus_allocated(d), "time_zone", d->cfg.sched.time_zone);
     pthread_mutex_unlock(&d->lock);
     http_reply_json(c->reply, 200, o);
 }
@@ -108,7 +98,7 @@ void api_status(struct api_call *c)
             json_object_set_new(jobs, job_state_name((enum job_state)s), json_integer(n[s]));
     json_t *o = json_pack("{s:s, s:b, s:o, s:I, s:I}", "version", GPUNODE_VERSION, "drained",
                           d->drained, "jobs", jobs, "gpus_total", (json_int_t)d->node.n_slots,
-                          "gpus_allocated", (json_int_t)gpus_allocated(d));
+                          "gpus_allocated", (json_int_t)jobs_gpus_allocated(d));
     pthread_mutex_unlock(&d->lock);
     http_reply_json(c->reply, 200, o);
 }

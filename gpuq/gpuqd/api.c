@@ -124,7 +124,14 @@ static void handle(const struct http_request *req, struct http_reply *reply, voi
     json_decref(c.body);
 }
 
+/* A submit carries the user's environment, which module systems make long; the spec's own
+ * limit on strings (1 MiB) bounds it. */
+#define API_MAX_BODY (1u << 20)
+
 int api_start(struct gpuqd *d, struct errmsg *e)
 {
-    return http_server_new_unix(d->cfg.socket, 0666, handle, d, &d->api, e);
+    int r = http_server_new_unix(d->cfg.socket, 0666, handle, d, &d->api, e);
+    if (r == 0)
+        http_server_set_max_body(d->api, API_MAX_BODY);
+    return r;
 }

@@ -67,8 +67,11 @@ static int make_dirs(struct gpuqd *d, struct errmsg *e)
 /* The slots: every GPU and MIG instance NVML shows; none (CPU jobs only) without a driver. */
 static int load_node(struct gpuqd *d, const char *nvml_library, struct errmsg *e)
 {
-    d->node.cpu_milli = (unsigned)sysconf(_SC_NPROCESSORS_ONLN) * 1000u;
-    d->node.mem_bytes = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    d->node.cpu_milli = d->cfg.node_cpu_milli ? (unsigned)d->cfg.node_cpu_milli
+                                              : (unsigned)sysconf(_SC_NPROCESSORS_ONLN) * 1000u;
+    d->node.mem_bytes = d->cfg.node_mem_bytes
+                            ? d->cfg.node_mem_bytes
+                            : (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
     struct errmsg ne = {{0}};
     _cleanup_(nvml_closep) struct nvml *n = NULL;
     _cleanup_(gpu_list_freep) struct gpu_list *gpus = NULL;

@@ -99,6 +99,8 @@ int jobs_save(struct gpuqd *d, struct qjob *q, const char *event, struct errmsg 
 json_t *jobs_to_json(const struct gpuqd *d, const struct job *j, unsigned queue,
                      const struct qjob *active, bool full);
 const char *jobs_user_name(uid_t uid, char *buf, size_t size);
+/* GPUs and MIG instances held by running and stopping jobs. */
+unsigned jobs_gpus_allocated(const struct gpuqd *d);
 void qjob_free(struct qjob *q);
 
 /* runs.c */

@@ -67,6 +67,18 @@ int jobs_save(struct gpuqd *d, struct qjob *q, const char *event, struct errmsg 
     return r;
 }
 
+unsigned jobs_gpus_allocated(const struct gpuqd *d)
+{
+    unsigned n = 0;
+    for (size_t i = 0; i < d->n_jobs; i++) {
+        const struct job *j = &d->jobs[i]->j;
+        struct res_set s = {{j->slots[0], j->slots[1]}};
+        if (j->state == JOB_RUNNING || j->state == JOB_STOPPING)
+            n += res_set_count(&s);
+    }
+    return n;
+}
+
 const char *jobs_user_name(uid_t uid, char *buf, size_t size)
 {
     struct passwd pw, *res = NULL;

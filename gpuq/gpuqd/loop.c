@@ -48,11 +48,13 @@ static int work(struct gpuqd *d, struct watch *w, int signal_fd)
 {
     pthread_mutex_lock(&d->lock);
     double now = gpuqd_now();
-    double next = runs_timers(d, now);
-    double sched = schedule_pass(d, now);
+    runs_timers(d, now); /* time limits first: what they stop frees capacity for the pass */
+    double next = schedule_pass(d, now);
+    /* Again, for the deadlines the pass set (the grace of the jobs it preempted). */
+    double timers = runs_timers(d, now);
     jobs_prune(d);
-    if (sched < next)
-        next = sched;
+    if (timers < next)
+        next = timers;
     w->n = 0;
     watch_add(w, signal_fd, 0);
     watch_add(w, d->wake_fd, 0);

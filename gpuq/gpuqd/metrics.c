@@ -74,11 +74,7 @@ static int render_quotas(struct prom_writer *w, const struct gpuqd *d)
 
 static int render_node(struct prom_writer *w, const struct gpuqd *d)
 {
-    unsigned allocated = 0;
-    for (size_t i = 0; i < d->n_jobs; i++) {
-        struct res_set s = {{d->jobs[i]->j.slots[0], d->jobs[i]->j.slots[1]}};
-        allocated += res_set_count(&s);
-    }
+    unsigned allocated = jobs_gpus_allocated(d);
     int r = prom_family(w, "gpuq_gpus_allocated", PROM_TYPE_GAUGE,
                         "GPUs and MIG instances held by running jobs.");
     if (r >= 0)

@@ -287,7 +287,8 @@ int runs_reap(struct gpuqd *d, struct qjob *q)
     j->exit_status = x.status;
     j->pid = 0;
     j->pid_start = 0;
-    j->slots[0] = j->slots[1] = 0;
+    /* slots stay: what the last run ran on, for `gpuq show`; only a running or stopping job
+     * holds them. */
     if (j->state != JOB_STOPPING || !end_stopped(d, q, now)) {
         if (!note && WIFEXITED(x.status) && WEXITSTATUS(x.status) == 0)
             j->state = JOB_COMPLETED;

@@ -201,6 +201,21 @@ static int get_limit(struct config *c, const char *sec, const char *key, const c
 
 /* ---- [gpuqd] and [scheduler] ---- */
 
+/* What the node offers to jobs, where the admin says so (CPUs and memory kept for the system,
+ * or a node's declared size); 0 = what the machine has. */
+static int load_node(struct config *c, struct gpuqd_config *g, struct errmsg *e)
+{
+    const char *s = SEC_GPUQD, *v;
+    if ((v = config_get(c, s, "cpus")) &&
+        (quota_parse_cpus(v, &g->node_cpu_milli) < 0 || g->node_cpu_milli == 0 ||
+         g->node_cpu_milli > QUOTA_CPUS_MAX_MILLI))
+        return fail(c, s, "cpus", e, -EINVAL, "'%s' is not a number of CPUs (\"32\", \"7.5\")", v);
+    if ((v = config_get(c, s, "memory")) &&
+        (quota_parse_memory(v, &g->node_mem_bytes) < 0 || g->node_mem_bytes == 0))
+        return fail(c, s, "memory", e, -EINVAL, "'%s' is not a size (\"256G\", \"512Gi\")", v);
+    return 0;
+}
+
 static int load_gpuqd(struct config *c, struct gpuqd_config *g, struct errmsg *e)
 {
     const char *s = SEC_GPUQD;
@@ -229,7 +244,7 @@ static int load_gpuqd(struct config *c, struct gpuqd_config *g, struct errmsg *e
             return fail(c, s, "admin_group", e, -EINVAL, "'%s' is not a group name", a);
     }
     r = config_get_duration(c, s, "drain_grace_max", 0.0, &g->drain_grace_max_s, e);
-    return r < 0 ? r : 0;
+    return r < 0 ? r : load_node(c, g, e);
 }
 
 static int load_scheduler(struct config *c, struct sched_config *sc, struct errmsg *e)

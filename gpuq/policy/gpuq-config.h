@@ -9,6 +9,7 @@
  *   audit_log = PATH           default /var/log/gpunode/gpuq-audit.log
  *   capsule = PATH             the capsule program for container jobs; default: found by gpuqd
  *   drain_grace_max = DURATION a drain's cap on each job's grace; default 0 = the jobs' own
+ *   cpus = N, memory = SIZE    what jobs may use of the node; default what the machine has
  *
  *   [scheduler]
  *   time_zone = ZONE           the windows' clock ("Europe/Rome"); default the host's
@@ -41,6 +42,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gpuq/policy/queue.h"
 #include "lib/errmsg.h"
@@ -59,6 +61,8 @@ struct gpuqd_config {
     char *audit_log;
     char *capsule;            /* NULL: the caller finds it */
     double drain_grace_max_s; /* 0: the jobs' own grace */
+    uint64_t node_cpu_milli;  /* 0: the machine's CPUs */
+    uint64_t node_mem_bytes;  /* 0: the machine's memory */
     struct sched_config sched;
 };
 

@@ -367,6 +367,9 @@ static int unknown_option(int argc, char **argv, struct errmsg *e)
     const char *bad = optind - 1 < argc ? argv[optind - 1] : "?";
     if (optopt && strncmp(bad, "--", 2) != 0)
         return errmsg_set(e, -EINVAL, "unknown option '-%c'", optopt);
+    /* getopt names a known option given a value it does not take ("--hold=1") by optopt. */
+    if (optopt && strchr(bad, '='))
+        return errmsg_set(e, -EINVAL, "option '%.*s' takes no value", (int)strcspn(bad, "="), bad);
     return errmsg_set(e, -EINVAL, "unknown option '%s'", bad);
 }
 

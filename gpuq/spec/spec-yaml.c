@@ -43,8 +43,8 @@ struct yjob {
     bool api_version, kind, named, restart_policy, containers;
     bool prio_label;
     char generated[GENERATE_PREFIX_MAX + GENERATE_SUFFIX_LEN + 1]; /* from generateName */
-    char *pod_priority;              /* priorityClassName */
-    char gpu_product[JOB_MODEL_MAX]; /* nodeSelector's */
+    char *pod_priority;                                            /* priorityClassName */
+    char gpu_product[JOB_MODEL_MAX];                               /* nodeSelector's */
     unsigned gpu_product_line;
     char resources_path[PATH_MAX_LEN];
     unsigned resources_line;

@@ -371,6 +371,16 @@ static void test_body_limit(void **state)
     assert_int_equal(json_string_length(json_object_get(j, "body")), n - 1);
     json_decref(j);
     http_response_done(&resp);
+
+    /* A server that takes more (gpuqd's submit) takes it; and less is refused again. */
+    http_server_set_max_body(f->tcp, 4 * n);
+    assert_int_equal(http_request("POST", u, NULL, "text/plain", body, n, 5000, &resp, &e), 0);
+    assert_int_equal(resp.status, 200);
+    http_response_done(&resp);
+    http_server_set_max_body(f->tcp, 10);
+    assert_int_equal(http_request("POST", u, NULL, "text/plain", body, 11, 5000, &resp, &e), 0);
+    assert_int_equal(resp.status, 413);
+    http_response_done(&resp);
 }
 
 static void test_head(void **state)

@@ -26,7 +26,7 @@ static const char status_doc[] =
     " \"pumps\": [{\"pump\": 1, \"rpm\": 2410, \"duty\": 100}, {\"pump\": 2, \"rpm\": 0,"
     " \"duty\": 100}]},"
     " \"safety\": {\"state\": \"shutdown\", \"since\": \"2026-11-29T23:59:00Z\"},"
-    " \"shutdown\": {\"stage\": \"containers\", \"stage_number\": 2, \"drill\": false}}";
+    " \"shutdown\": {\"stage\": \"containers\", \"stage_number\": 3, \"drill\": false}}";
 
 static json_t *load(const char *text)
 {
@@ -60,7 +60,7 @@ static void test_status_table(void **state)
     assert_non_null(strstr(out, "Protection   precritical  (reason: pump_stopped)"));
     assert_non_null(strstr(out, "Power cut    in 27 s"));
     assert_non_null(strstr(out, "Safety       shutdown since 2026-11-29 23:59:00"));
-    assert_non_null(strstr(out, "Shutdown     containers (stage 2 of 6)"));
+    assert_non_null(strstr(out, "Shutdown     containers (stage 3 of 7)"));
     assert_non_null(strstr(out, "Flow         12.4 L/min"));
     assert_non_null(strstr(out, "inlet        31.2"));
     assert_non_null(strstr(out, "outlet      35.05"));

@@ -47,8 +47,20 @@ static void test_defaults(void **state)
     assert_string_equal(cfg.control_socket, "/run/coold/coold.sock");
     assert_null(cfg.admin_group);
     assert_string_equal(cfg.shutdown_command, "systemctl poweroff");
+    assert_string_equal(cfg.docker_socket, "/run/docker.sock");
+    assert_string_equal(cfg.gpuqd_socket, "/run/gpuq/gpuq.sock");
     assert_true(cfg.container_grace_s == 20.0 && cfg.halt_within_s == 60.0);
     assert_false(cfg.drill);
+    coold_config_done(&cfg);
+}
+
+/* An empty gpuqd_socket says this host has no job queue (the jobs stage is skipped). */
+static void test_no_job_queue(void **state)
+{
+    struct coold_config cfg;
+    struct errmsg e = {{0}};
+    assert_int_equal(load("[shutdown]\ngpuqd_socket =\n", &cfg, &e), 0);
+    assert_string_equal(cfg.gpuqd_socket, "");
     coold_config_done(&cfg);
 }
 
@@ -62,7 +74,8 @@ static void test_every_key(void **state)
                           "[control]\nsocket = /tmp/c.sock\nadmin_group = coolant\n"
                           "audit_log = /tmp/audit.log\n"
                           "[shutdown]\ncommand = /sbin/poweroff\nhooks_dir = /tmp/h\n"
-                          "docker_socket = /tmp/d.sock\ncontainer_grace = 45s\n"
+                          "docker_socket = /tmp/d.sock\ngpuqd_socket = /tmp/q.sock\n"
+                          "container_grace = 45s\n"
                           "halt_within = 2m\nhalt_reserve = 5s\ndrill = yes\n",
                           &cfg, &e),
                      0);
@@ -72,6 +85,7 @@ static void test_every_key(void **state)
     assert_string_equal(cfg.metrics_listen, "[::1]:9000");
     assert_string_equal(cfg.admin_group, "coolant");
     assert_string_equal(cfg.shutdown_command, "/sbin/poweroff");
+    assert_string_equal(cfg.gpuqd_socket, "/tmp/q.sock");
     assert_true(cfg.container_grace_s == 45 && cfg.halt_within_s == 120);
     assert_true(cfg.halt_reserve_s == 5);
     assert_true(cfg.drill);
@@ -94,6 +108,8 @@ static void test_errors_name_the_problem(void **state)
         {"[shutdown]\ncommand =\n", "command must not be empty"},
         {"[shutdown]\ncontainer_grace = -3s\n", "container_grace"},
         {"[shutdown]\ndrill = perhaps\n", "drill"},
+        {"[shutdown]\n\ngpuqd_socket = run/gpuq.sock\n",
+         ":3: [shutdown] gpuqd_socket 'run/gpuq.sock' must be an absolute path"},
         {"[shutdown]\nhalt_within = 1h\n", "halt_within"},
         {"[shutdown]\nhalt_reserve = 1d\n", "halt_reserve"},
         {"[metrics]\nlisten = 1\nlisten = 2\n", "listen"},
@@ -120,9 +136,8 @@ static void test_missing_file(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_every_key),
-        cmocka_unit_test(test_errors_name_the_problem),
+        cmocka_unit_test(test_defaults),     cmocka_unit_test(test_every_key),
+        cmocka_unit_test(test_no_job_queue), cmocka_unit_test(test_errors_name_the_problem),
         cmocka_unit_test(test_missing_file),
     };
     return test_run_cases(tests);

@@ -1,6 +1,7 @@
-/* The staged shutdown end to end against a fake Docker Engine, real hook scripts and a real shell
- * command: stage order, the grace period, the latch, drills, an engine that hangs, a deadline
- * already past, and a drill giving way to a real shutdown. */
+/* The staged shutdown end to end against a fake gpuqd, a fake Docker Engine, real hook scripts and
+ * a real shell command: stage order, the grace periods, the latch, drills, a gpuqd or an engine
+ * that fails, hangs or is not there, a deadline already past, and a drill giving way to a real
+ * shutdown. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 
 #include "lib/clock.h"
 #include "fake-docker.h"
+#include "fake-gpuqd.h"
 #include "hooks.h"
 
 #include <fcntl.h>
@@ -25,6 +27,7 @@
 
 struct harness {
     struct fake_docker *f;
+    struct fake_gpuqd *q; /* NULL: no gpuqd (the config names none) */
     char dir[64];
     char hooks[96];
     char trace[96]; /* hooks, the HALT callback and the command append a line each */
@@ -155,6 +158,8 @@ static int teardown(void **state)
     struct harness *h = *state;
     if (h->f)
         fake_free(h->f);
+    if (h->q)
+        fake_gpuqd_free(h->q);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", h->dir);
     assert_int_equal(system(cmd), 0);
@@ -201,15 +206,15 @@ static void test_real_shutdown_runs_every_stage_once(void **state)
     assert_true(grace >= 3 && grace < 9);
 
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
-    assert_int_equal(get_steps(s, false, steps), 5);
-    for (size_t i = 0; i < 5; i++) {
-        assert_int_equal(steps[i].stage, SHUTDOWN_STAGE_ANNOUNCE + i);
+    assert_int_equal(get_steps(s, false, steps), 6);
+    for (size_t i = 0; i < 6; i++) {
+        assert_int_equal(steps[i].stage, SHUTDOWN_STAGE_JOBS + i);
         assert_true(steps[i].ok);
     }
-    assert_non_null(strstr(steps[1].detail, "stopped 2"));
-    assert_non_null(strstr(steps[1].detail, "trainer, notebook"));
-    assert_non_null(strstr(steps[2].detail, "all 2 stopped"));
-    assert_non_null(strstr(steps[4].detail, "exit 0"));
+    assert_non_null(strstr(steps[2].detail, "stopped 2"));
+    assert_non_null(strstr(steps[2].detail, "trainer, notebook"));
+    assert_non_null(strstr(steps[3].detail, "all 2 stopped"));
+    assert_non_null(strstr(steps[5].detail, "exit 0"));
 
     struct shutdown_state st;
     shutdown_get_state(s, &st);
@@ -228,15 +233,16 @@ static void test_real_shutdown_runs_every_stage_once(void **state)
     assert_true(saw(h, h->events, h->n_events, "shutdown stage command ok"));
 
     json_t *j = shutdown_steps_json(s, false);
-    assert_int_equal(json_array_size(j), 5);
-    assert_string_equal(json_string_value(json_object_get(json_array_get(j, 1), "name")),
+    assert_int_equal(json_array_size(j), 6);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(j, 0), "name")), "jobs");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(j, 2), "name")),
                         "containers");
-    assert_true(json_is_true(json_object_get(json_array_get(j, 1), "ok")));
-    assert_true(json_is_real(json_object_get(json_array_get(j, 1), "seconds")));
+    assert_true(json_is_true(json_object_get(json_array_get(j, 2), "ok")));
+    assert_true(json_is_real(json_object_get(json_array_get(j, 2), "seconds")));
     json_decref(j);
     j = shutdown_status_json(s);
     assert_string_equal(json_string_value(json_object_get(j, "stage")), "done");
-    assert_int_equal(json_integer_value(json_object_get(j, "stage_number")), 6);
+    assert_int_equal(json_integer_value(json_object_get(j, "stage_number")), 7);
     json_decref(j);
     shutdown_free(s);
     assert_string_equal(read_all(h->trace), "hook precritical\nhalt 60\ncommand\n");
@@ -274,12 +280,12 @@ static void test_hanging_docker_does_not_delay_command(void **state)
     assert_true(end < deadline);
     assert_string_equal(read_all(h->trace), "hook precritical\nhalt 60\ncommand\n");
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
-    assert_int_equal(get_steps(s, false, steps), 5);
-    assert_false(steps[1].ok);
-    assert_non_null(strstr(steps[1].detail, "stopped 0 of 2"));
+    assert_int_equal(get_steps(s, false, steps), 6);
     assert_false(steps[2].ok);
-    assert_true(steps[3].ok);
+    assert_non_null(strstr(steps[2].detail, "stopped 0 of 2"));
+    assert_false(steps[3].ok);
     assert_true(steps[4].ok);
+    assert_true(steps[5].ok);
     shutdown_free(s);
 }
 
@@ -298,9 +304,9 @@ static void test_engine_that_never_answers(void **state)
     assert_true(clock_now_usec() < deadline);
     assert_string_equal(read_all(h->trace), "hook precritical\nhalt 60\ncommand\n");
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
-    assert_int_equal(get_steps(s, false, steps), 5);
-    assert_false(steps[1].ok);
-    assert_non_null(strstr(steps[1].detail, path));
+    assert_int_equal(get_steps(s, false, steps), 6);
+    assert_false(steps[2].ok);
+    assert_non_null(strstr(steps[2].detail, path));
     shutdown_free(s);
     close(fd);
 }
@@ -319,12 +325,12 @@ static void test_drill_stops_nothing(void **state)
     assert_int_equal(fake_count_calls(h->f, "POST"), 0);
     assert_true(h->f->c[0].running && h->f->c[1].running);
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
-    assert_int_equal(get_steps(s, true, steps), 5);
-    for (size_t i = 0; i < 5; i++)
+    assert_int_equal(get_steps(s, true, steps), 6);
+    for (size_t i = 0; i < 6; i++)
         assert_true(steps[i].ok);
-    assert_string_equal(steps[1].detail, "would stop 2: trainer, notebook");
-    assert_string_equal(steps[3].detail, "skipped (drill)");
-    assert_non_null(strstr(steps[4].detail, "skipped (drill)"));
+    assert_string_equal(steps[2].detail, "would stop 2: trainer, notebook");
+    assert_string_equal(steps[4].detail, "skipped (drill)");
+    assert_non_null(strstr(steps[5].detail, "skipped (drill)"));
 
     /* A drill does not latch: the state is idle again, and both drills and a real shutdown can
      * follow. */
@@ -371,7 +377,7 @@ static void test_stage_visible_while_running(void **state)
     assert_true(st.drill);
     json_t *j = shutdown_status_json(s);
     assert_string_equal(json_string_value(json_object_get(j, "stage")), "announce");
-    assert_int_equal(json_integer_value(json_object_get(j, "stage_number")), 1);
+    assert_int_equal(json_integer_value(json_object_get(j, "stage_number")), 2);
     assert_true(json_is_true(json_object_get(j, "drill")));
     json_decref(j);
     /* Until it is over, waiting with a short timeout times out. */
@@ -393,11 +399,11 @@ static void test_deadline_passed_still_halts_and_runs_command(void **state)
     assert_string_equal(read_all(h->trace), "halt 60\ncommand\n");
     assert_int_equal(fake_count_calls(h->f, "POST"), 0);
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
-    assert_int_equal(get_steps(s, false, steps), 5);
-    assert_false(steps[0].ok);
+    assert_int_equal(get_steps(s, false, steps), 6);
     assert_false(steps[1].ok);
-    assert_true(steps[3].ok);
+    assert_false(steps[2].ok);
     assert_true(steps[4].ok);
+    assert_true(steps[5].ok);
     shutdown_free(s);
 }
 
@@ -413,9 +419,9 @@ static void test_halt_retried_while_the_link_resyncs(void **state)
     assert_int_equal(shutdown_wait(s, false, 15000000u), 0);
     assert_int_equal(h->halts, 4);
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
-    assert_int_equal(get_steps(s, false, steps), 5);
-    assert_true(steps[3].ok);
-    assert_non_null(strstr(steps[3].detail, "after retries"));
+    assert_int_equal(get_steps(s, false, steps), 6);
+    assert_true(steps[4].ok);
+    assert_non_null(strstr(steps[4].detail, "after retries"));
     assert_non_null(strstr(read_all(h->trace), "halt 60\nhalt 60\nhalt 60\nhalt 60\ncommand\n"));
     shutdown_free(s);
 }
@@ -434,9 +440,9 @@ static void test_halt_gives_up_before_the_reserve(void **state)
     uint64_t reserve = (uint64_t)(h->cfg.halt_reserve_s * 1e6);
     assert_true(h->halt_at_us < deadline - reserve);
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
-    assert_int_equal(get_steps(s, false, steps), 5);
-    assert_false(steps[3].ok);
-    assert_true(steps[4].ok);
+    assert_int_equal(get_steps(s, false, steps), 6);
+    assert_false(steps[4].ok);
+    assert_true(steps[5].ok);
     shutdown_free(s);
 }
 
@@ -462,10 +468,10 @@ static void test_no_engine_on_the_host(void **state)
     assert_int_equal(shutdown_start(s, "drill", clock_now_usec() + 10000000u, true), 0);
     assert_int_equal(shutdown_wait(s, true, 15000000u), 0);
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
-    assert_int_equal(get_steps(s, true, steps), 5);
-    assert_true(steps[1].ok);
-    assert_non_null(strstr(steps[1].detail, "no Docker Engine on this host"));
+    assert_int_equal(get_steps(s, true, steps), 6);
     assert_true(steps[2].ok);
+    assert_non_null(strstr(steps[2].detail, "no Docker Engine on this host"));
+    assert_true(steps[3].ok);
     shutdown_free(s);
 }
 
@@ -485,16 +491,16 @@ static void test_failures_do_not_stop_the_command(void **state)
     assert_int_equal(shutdown_wait(s, false, 15000000u), 0);
     assert_string_equal(read_all(h->trace), "hook precritical\nhalt 60\ncommand\n");
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
-    assert_int_equal(get_steps(s, false, steps), 5);
-    assert_false(steps[0].ok);
-    assert_non_null(strstr(steps[0].detail, "20-broken: exit 1"));
+    assert_int_equal(get_steps(s, false, steps), 6);
     assert_false(steps[1].ok);
-    assert_non_null(strstr(steps[1].detail, "dead-docker.sock"));
-    assert_false(steps[2].ok); /* nothing can be confirmed when nothing was listed */
-    assert_false(steps[3].ok);
-    assert_non_null(strstr(steps[3].detail, strerror(EPROTO)));
+    assert_non_null(strstr(steps[1].detail, "20-broken: exit 1"));
+    assert_false(steps[2].ok);
+    assert_non_null(strstr(steps[2].detail, "dead-docker.sock"));
+    assert_false(steps[3].ok); /* nothing can be confirmed when nothing was listed */
     assert_false(steps[4].ok);
-    assert_non_null(strstr(steps[4].detail, "exit 3"));
+    assert_non_null(strstr(steps[4].detail, strerror(EPROTO)));
+    assert_false(steps[5].ok);
+    assert_non_null(strstr(steps[5].detail, "exit 3"));
     assert_true(saw(h, h->logs, h->n_logs, "FAILED"));
     shutdown_free(s);
 }
@@ -517,12 +523,12 @@ static void test_real_shutdown_cancels_drill(void **state)
     assert_true(clock_now_usec() - start < 5000000u);
 
     struct shutdown_step steps[SHUTDOWN_N_STEPS];
-    assert_int_equal(get_steps(s, true, steps), 5);
-    assert_false(steps[0].ok); /* its hook was killed */
-    assert_non_null(strstr(steps[1].detail, "cancelled"));
-    assert_non_null(strstr(steps[4].detail, "cancelled"));
-    assert_int_equal(get_steps(s, false, steps), 5);
-    assert_true(steps[4].ok);
+    assert_int_equal(get_steps(s, true, steps), 6);
+    assert_false(steps[1].ok); /* its hook was killed */
+    assert_non_null(strstr(steps[2].detail, "cancelled"));
+    assert_non_null(strstr(steps[5].detail, "cancelled"));
+    assert_int_equal(get_steps(s, false, steps), 6);
+    assert_true(steps[5].ok);
     assert_non_null(strstr(read_all(h->trace), "halt 60\ncommand\n"));
     assert_int_equal(h->halts, 1);
     shutdown_free(s);
@@ -541,6 +547,184 @@ static void test_free_during_shutdown_still_halts(void **state)
     assert_int_equal(h->halts, 1);
     assert_non_null(strstr(read_all(h->trace), "command\n"));
     assert_int_equal(fake_count_calls(h->f, "POST"), 0);
+}
+
+/* A fake gpuqd with n running jobs, named in the config. */
+static struct fake_gpuqd *with_gpuqd(struct harness *h, unsigned n)
+{
+    h->q = fake_gpuqd_new(n);
+    h->cfg.gpuqd_socket = h->q->sock;
+    return h->q;
+}
+
+/* The jobs come first, before the hooks: gpuqd is drained with a grace that leaves its SIGKILL
+ * and requeue room inside the stage's share, and waits no longer than the stage lasts. */
+static void test_jobs_drained_first_with_a_grace_that_fits(void **state)
+{
+    struct harness *h = *state;
+    struct fake_gpuqd *q = with_gpuqd(h, 2);
+    q->job_stop_s = 0.5;
+    q->trace = h->trace;
+    struct shutdown *s = new_shutdown(h);
+    /* 16 s before the 1 s reserve; the jobs' share of it is 6/16: 6 s. */
+    uint64_t deadline = clock_now_usec() + 17000000u;
+    const double share = 6.0;
+    assert_int_equal(shutdown_start(s, "pump_stopped", deadline, false), 0);
+    usleep(200000);
+    json_t *j = shutdown_status_json(s);
+    assert_string_equal(json_string_value(json_object_get(j, "stage")), "jobs");
+    assert_int_equal(json_integer_value(json_object_get(j, "stage_number")), 1);
+    json_decref(j);
+    assert_int_equal(shutdown_wait(s, false, 20000000u), 0);
+
+    assert_string_equal(read_all(h->trace), "drain\nhook precritical\nhalt 60\ncommand\n");
+    assert_int_equal(fake_gpuqd_count_calls(q, "POST /v1/drain"), 1);
+    assert_true(q->grace_max <= share - 1.0 - share / 10 + 0.05);
+    assert_true(q->grace_max >= share - 1.0 - share / 10 - 0.5);
+    assert_true(q->wait > q->grace_max && q->wait <= share);
+    assert_true(q->drained);
+    assert_int_equal(q->running, 0);
+    assert_int_equal(q->pending, 2);
+
+    struct shutdown_step steps[SHUTDOWN_N_STEPS];
+    assert_int_equal(get_steps(s, false, steps), 6);
+    assert_int_equal(steps[0].stage, SHUTDOWN_STAGE_JOBS);
+    assert_true(steps[0].ok);
+    assert_non_null(strstr(steps[0].detail, "gpuqd drained: stopped 2 jobs (grace up to "));
+    assert_non_null(strstr(steps[0].detail, "0 left running"));
+    assert_true(steps[0].seconds >= 0.4 && steps[0].seconds < 2.0);
+    for (size_t i = 1; i < 6; i++)
+        assert_true(steps[i].ok);
+    assert_true(saw(h, h->events, h->n_events, "shutdown stage jobs ok: gpuqd drained"));
+    shutdown_free(s);
+}
+
+/* No gpuqd on the host (no socket file, or nothing listening on one left behind, or none
+ * configured): the stage notes it and passes, and the shutdown goes on. */
+static void test_jobs_skipped_without_gpuqd(void **state)
+{
+    struct harness *h = *state;
+    h->cfg.gpuqd_socket = "/nonexistent/gpuq.sock";
+    struct shutdown *s = new_shutdown(h);
+    assert_int_equal(shutdown_start(s, "pump_stopped", clock_now_usec() + 10000000u, false), 0);
+    assert_int_equal(shutdown_wait(s, false, 15000000u), 0);
+    assert_string_equal(read_all(h->trace), "hook precritical\nhalt 60\ncommand\n");
+    struct shutdown_step steps[SHUTDOWN_N_STEPS];
+    assert_int_equal(get_steps(s, false, steps), 6);
+    assert_true(steps[0].ok);
+    assert_string_equal(steps[0].detail,
+                        "gpuqd is not running (no socket at /nonexistent/gpuq.sock)");
+    assert_true(steps[2].ok && steps[5].ok);
+    shutdown_free(s);
+
+    char stale[128];
+    snprintf(stale, sizeof(stale), "%s/stale-gpuq.sock", h->dir);
+    close(hung_socket(stale)); /* the file stays, nothing listens */
+    h->cfg.gpuqd_socket = stale;
+    s = new_shutdown(h);
+    assert_int_equal(shutdown_start(s, "drill", clock_now_usec() + 10000000u, true), 0);
+    assert_int_equal(shutdown_wait(s, true, 15000000u), 0);
+    assert_int_equal(get_steps(s, true, steps), 6);
+    assert_true(steps[0].ok);
+    char expect[200];
+    snprintf(expect, sizeof(expect), "gpuqd is not running (connection refused at %s)", stale);
+    assert_string_equal(steps[0].detail, expect);
+    shutdown_free(s);
+
+    h->cfg.gpuqd_socket = "";
+    s = new_shutdown(h);
+    assert_int_equal(shutdown_start(s, "drill", clock_now_usec() + 10000000u, true), 0);
+    assert_int_equal(shutdown_wait(s, true, 15000000u), 0);
+    assert_int_equal(get_steps(s, true, steps), 6);
+    assert_true(steps[0].ok);
+    assert_string_equal(steps[0].detail, "no job queue configured");
+    shutdown_free(s);
+}
+
+/* A drill stops no job and leaves gpuqd admitting jobs: it only asks how many run. */
+static void test_drill_only_asks_gpuqd(void **state)
+{
+    struct harness *h = *state;
+    struct fake_gpuqd *q = with_gpuqd(h, 3);
+    struct shutdown *s = new_shutdown(h);
+    assert_int_equal(shutdown_start(s, "drill", clock_now_usec() + 30000000u, true), 0);
+    assert_int_equal(shutdown_wait(s, true, 10000000u), 0);
+    assert_int_equal(fake_gpuqd_count_calls(q, "POST"), 0);
+    assert_int_equal(fake_gpuqd_count_calls(q, "GET /v1/status"), 1);
+    assert_false(q->drained);
+    assert_int_equal(q->running, 3);
+    struct shutdown_step steps[SHUTDOWN_N_STEPS];
+    assert_int_equal(get_steps(s, true, steps), 6);
+    assert_true(steps[0].ok);
+    assert_string_equal(steps[0].detail, "would drain gpuqd and stop 3 running jobs");
+    shutdown_free(s);
+}
+
+/* gpuqd answering with an error fails the stage, and every later stage still runs. */
+static void test_gpuqd_failure_does_not_stop_later_stages(void **state)
+{
+    struct harness *h = *state;
+    with_gpuqd(h, 2)->mode = FAKE_GPUQD_FAIL;
+    struct shutdown *s = new_shutdown(h);
+    assert_int_equal(shutdown_start(s, "pump_stopped", clock_now_usec() + 10000000u, false), 0);
+    assert_int_equal(shutdown_wait(s, false, 15000000u), 0);
+    assert_string_equal(read_all(h->trace), "hook precritical\nhalt 60\ncommand\n");
+    assert_int_equal(fake_count_calls(h->f, "POST"), 2); /* both containers stopped */
+    struct shutdown_step steps[SHUTDOWN_N_STEPS];
+    assert_int_equal(get_steps(s, false, steps), 6);
+    assert_false(steps[0].ok);
+    assert_non_null(strstr(steps[0].detail, "POST /v1/drain: HTTP 500: store is read-only"));
+    for (size_t i = 1; i < 6; i++)
+        assert_true(steps[i].ok);
+    assert_true(saw(h, h->logs, h->n_logs, "shutdown stage jobs: FAILED"));
+    shutdown_free(s);
+}
+
+/* A gpuqd that accepts and never answers costs its stage's share, no more: the later stages
+ * still finish before the cut. */
+static void test_gpuqd_that_hangs_costs_only_its_share(void **state)
+{
+    struct harness *h = *state;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/hung-gpuq.sock", h->dir);
+    int fd = hung_socket(path);
+    h->cfg.gpuqd_socket = path;
+    h->cfg.halt_reserve_s = 0.5;
+    struct shutdown *s = new_shutdown(h);
+    uint64_t deadline = clock_now_usec() + 4000000u;
+    assert_int_equal(shutdown_start(s, "flow_low", deadline, false), 0);
+    assert_int_equal(shutdown_wait(s, false, 10000000u), 0);
+    assert_true(clock_now_usec() < deadline);
+    assert_string_equal(read_all(h->trace), "hook precritical\nhalt 60\ncommand\n");
+    struct shutdown_step steps[SHUTDOWN_N_STEPS];
+    assert_int_equal(get_steps(s, false, steps), 6);
+    assert_false(steps[0].ok);
+    assert_non_null(strstr(steps[0].detail, path));
+    /* Its share: 6/16 of the 3.5 s before the reserve. */
+    assert_true(steps[0].seconds > 1.0 && steps[0].seconds < 1.6);
+    assert_true(steps[2].ok && steps[4].ok && steps[5].ok);
+    shutdown_free(s);
+    close(fd);
+}
+
+/* Jobs that do not go down within the stage (stuck even for SIGKILL) fail it with their count;
+ * the shutdown goes on. */
+static void test_jobs_left_running_fail_the_stage(void **state)
+{
+    struct harness *h = *state;
+    with_gpuqd(h, 2)->unkillable = true;
+    struct shutdown *s = new_shutdown(h);
+    /* 8 s before the reserve: the jobs' share is 3 s. */
+    assert_int_equal(shutdown_start(s, "pump_stopped", clock_now_usec() + 9000000u, false), 0);
+    assert_int_equal(shutdown_wait(s, false, 15000000u), 0);
+    struct shutdown_step steps[SHUTDOWN_N_STEPS];
+    assert_int_equal(get_steps(s, false, steps), 6);
+    assert_false(steps[0].ok);
+    assert_non_null(strstr(steps[0].detail, "stopped 2 jobs"));
+    assert_non_null(strstr(steps[0].detail, "2 still running at the end of the stage"));
+    assert_true(steps[0].seconds > 2.0 && steps[0].seconds <= 3.1);
+    assert_non_null(strstr(read_all(h->trace), "halt 60\ncommand\n"));
+    shutdown_free(s);
 }
 
 int main(void)
@@ -565,6 +749,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failures_do_not_stop_the_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_real_shutdown_cancels_drill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_during_shutdown_still_halts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_jobs_drained_first_with_a_grace_that_fits, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_jobs_skipped_without_gpuqd, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drill_only_asks_gpuqd, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gpuqd_failure_does_not_stop_later_stages, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_gpuqd_that_hangs_costs_only_its_share, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_jobs_left_running_fail_the_stage, setup, teardown),
     };
     return test_run_cases(tests);
 }

@@ -253,6 +253,7 @@ static void test_errors_name_option_and_value(void **state)
     parse_fails(ARGS("submit", "--image", "a b"), "--image: 'a b' is not an image reference");
     parse_fails(ARGS("submit", "--frobnicate", "x"), "unknown option '--frobnicate'");
     parse_fails(ARGS("submit", "-x", "y"), "unknown option '-x'");
+    parse_fails(ARGS("submit", "--hold=1", "y"), "option '--hold' takes no value");
     parse_fails(ARGS("submit", "-q"), "option '--queue' needs a value");
     parse_fails(ARGS("submit", "--time"), "option '--time' needs a value");
     parse_fails(ARGS("submit", "-G", "1"), "no command given");

@@ -107,7 +107,10 @@ class Gpuqd:
                          f"metrics_listen = 127.0.0.1:{self.port}\naudit_log = {self.audit}\n")
         if admin_group:
             gpuqd_section += f"admin_group = {admin_group}\n"
-        self.config.write_text(gpuqd_section + extra + "\n" + config)
+        # Keys of a [gpuqd] section in config join the one written here.
+        if config.lstrip().startswith("[gpuqd]"):
+            config = config.lstrip()[len("[gpuqd]"):]
+        self.config.write_text(gpuqd_section + extra + config)
         self.fixture = None
         if fixture:
             self.fixture = self.workdir / "nvml.json"
@@ -132,7 +135,6 @@ class Gpuqd:
             env["LD_PRELOAD"] = FAKETIME_LIB
             env["FAKETIME_TIMESTAMP_FILE"] = str(self.clock_file)
             env["FAKETIME_NO_CACHE"] = "1"
-            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
             env["TZ"] = "UTC"
         return env
 
@@ -225,3 +227,55 @@ def scope_of(pid):
         if line.startswith("0::"):
             return line[3:]
     return ""
+
+
+# Queues most tests use: a guaranteed interactive queue, a burstable batch queue, a best-effort
+# scavenger queue; short backoffs so that retries happen within a test.
+QUEUES = """
+[gpuqd]
+cpus = 64
+memory = 512G
+
+[scheduler]
+backoff_base = 1s
+backoff_max = 2s
+
+[priority-class.high]
+value = 100
+
+[queue.batch]
+priority = 10
+class = burstable
+gpus = 4
+
+[queue.interactive]
+priority = 100
+class = guaranteed
+gpus = 2
+
+[queue.scavenger]
+priority = 0
+class = besteffort
+"""
+
+
+def script(workdir, name, text):
+    """An executable shell script any user can run, in the test's shared folder."""
+    p = Path(workdir) / "shared" / name
+    p.write_text("#!/bin/sh\n" + text)
+    p.chmod(0o755)
+    return p
+
+
+def fixture_gpus(name="dgx-8gpu-mig"):
+    """The fixture's whole GPUs (those not in MIG mode) and its MIG instances, each a list of
+    UUIDs in NVML index order: what the scheduler hands out."""
+    data = json.loads((FIXTURES / f"{name}.json").read_text())
+    whole, mig = [], []
+    for g in data["gpus"]:
+        m = g.get("mig", {})
+        if m.get("enabled"):
+            mig += [i["uuid"] for i in m.get("instances", [])]
+        else:
+            whole.append(g["uuid"])
+    return whole, mig
