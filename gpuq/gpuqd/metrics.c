@@ -80,7 +80,7 @@ static int render_node(struct prom_writer *w, const struct gpuqd *d)
     if (r >= 0)
         r = prom_sample(w, NULL, allocated);
     if (r >= 0)
-        r = prom_family(w, "gpuq_gpus_total", PROM_TYPE_GAUGE,
+        r = prom_family(w, "gpuq_gpus", PROM_TYPE_GAUGE,
                         "GPUs and MIG instances gpuq hands out on this node.");
     if (r >= 0)
         r = prom_sample(w, NULL, d->node.n_slots);

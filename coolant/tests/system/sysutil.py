@@ -252,7 +252,7 @@ class Coolsim:
             raise AssertionError(f"no usable coolsim report ({exc}); log:\n{self.proc.tail()}")
 
 
-SHUTDOWN_STAGES = ["announce", "containers", "wait", "halt", "command"]
+SHUTDOWN_STAGES = ["jobs", "announce", "containers", "wait", "halt", "command"]
 
 # The default shutdown command: it only records that it ran, so a test can count the runs.
 RECORDER = """#!/bin/sh
@@ -262,10 +262,12 @@ echo "ran $(date +%s.%N)" >> {log}
 
 class Coold:
     """coold with a config of its own in workdir: control socket, audit log, hooks dir, metrics
-    port and a shutdown command that records each run instead of powering anything off."""
+    port and a shutdown command that records each run instead of powering anything off. Its
+    Docker Engine and gpuqd are paths in workdir where nothing is, unless given."""
 
-    def __init__(self, workdir, device, name="coold", docker_socket=None, admin_group=None,
-                 command_script=None, args=(), overrides=None, wait=True, env=None):
+    def __init__(self, workdir, device, name="coold", docker_socket=None, gpuqd_socket=None,
+                 admin_group=None, command_script=None, args=(), overrides=None, wait=True,
+                 env=None):
         self.workdir = Path(workdir)
         self.name = name
         self.socket = str(self.workdir / f"{name}.sock")
@@ -280,6 +282,9 @@ class Coold:
         if docker_socket is None:
             # No engine on this "host": a path where nothing listens.
             docker_socket = str(self.workdir / "no-docker.sock")
+        if gpuqd_socket is None:
+            # Nor a gpuqd: never the host's own at the default path, which a test must not drain.
+            gpuqd_socket = str(self.workdir / "no-gpuq.sock")
         sections = {
             "controller": {
                 "device": str(device), "baud": "115200", "poll_interval": "1s",
@@ -292,7 +297,8 @@ class Coold:
             },
             "shutdown": {
                 "command": str(script), "hooks_dir": str(self.hooks_dir),
-                "docker_socket": docker_socket, "container_grace": "10s",
+                "docker_socket": docker_socket, "gpuqd_socket": gpuqd_socket,
+                "container_grace": "10s",
                 "halt_within": "5s", "drill": "no",
             },
         }
