@@ -269,6 +269,8 @@ int runs_reap(struct gpuqd *d, struct qjob *q)
     struct job *j = &q->j;
     struct errmsg e = {{0}};
     char path[512];
+    /* The run's last stretch counts in its user's fair share too. */
+    schedule_account(d, gpuqd_now());
     /* gpuq-run is our child unless gpuqd restarted since it started. */
     if (j->pid > 0)
         while (waitpid(j->pid, NULL, WNOHANG) < 0 && errno == EINTR)

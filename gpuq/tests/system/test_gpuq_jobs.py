@@ -155,3 +155,33 @@ def test_a_job_that_can_never_fit_is_refused(gpuqd, workdir, users):
     r = gpuq(d, "submit", "--queue", "nosuch", "--", "true", user=ann, cwd=workdir / "shared",
              check=False)
     assert r.returncode != 0 and "nosuch" in r.stderr
+
+
+def test_gpumon_attributes_the_jobs_gpu_memory_by_its_scope(gpuqd, workdir, users):
+    """The job's process sits in gpuq-job-ID.scope, which it cannot leave; gpumon labels its GPU
+    memory with the job from there, whatever GPUQ_JOB_ID the process claims."""
+    import gpumonutil as gm
+
+    d = gpuqd(config=QUEUES)
+    ann = users.user("ann")
+    shared = workdir / "shared"
+    pidfile = shared / "pid"
+    jid = submit(d, "--gpus", "1", "--", "sh", "-c",
+                 f"echo $$ > {pidfile}; exec env GPUQ_JOB_ID=999 sleep 300", user=ann, cwd=shared)
+    gu.wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 20, "the job's pid")
+    pid = int(pidfile.read_text())
+    fx = gm.load_fixture("consumer-1gpu")
+    fx["gpus"][0]["processes"] = [{"pid": pid, "used_memory": 2 << 30, "type": "compute"}]
+    (workdir / "gpumon").mkdir()
+    mon = gm.Gpumon(workdir / "gpumon", fx)
+    try:
+        mon.wait_ready()
+        s = mon.wait_metric("the job's process", lambda s: gm.metric_series(
+            s, "gpumon_process_memory_bytes", pid=str(pid)))
+        (labels, value), = gm.metric_series(s, "gpumon_process_memory_bytes", pid=str(pid))
+        assert value == 2 << 30
+        assert labels["hpc_job"] == f"gpuq://{jid}", labels
+        assert labels["user"] == users.name("ann")
+    finally:
+        problem = gm.check_stopped(mon)
+    assert not problem, problem

@@ -206,3 +206,41 @@ def test_kill_9_of_gpuqd_loses_nothing(gpuqd, workdir, users):
     assert d.wait_state(waiting, "COMPLETED")["state"] == "COMPLETED"
     # New ids continue after the old ones.
     assert submit(d, "--", "true", user=ann, cwd=shared) == waiting + 1
+
+
+def test_fair_share_puts_the_lighter_user_first(gpuqd, workdir, users):
+    d = gpuqd(config=QUEUES)
+    ann, bob = users.user("ann"), users.user("bob")
+    shared = workdir / "shared"
+    order = shared / "order"
+    order.touch(mode=0o666)
+    order.chmod(0o666)  # both users' jobs append to it
+    rec = gu.script(workdir, "rec.sh", f'echo "$1" >> {order}\n')
+    heavy = submit(d, "--gpus", ALL, "--", "sleep", "2", user=ann, cwd=shared)
+    d.wait_state(heavy, "COMPLETED")
+    gpuq(d, "drain")
+    a = submit(d, "--gpus", ALL, "--", rec, "ann", user=ann, cwd=shared)
+    b = submit(d, "--gpus", ALL, "--", rec, "bob", user=bob, cwd=shared)
+    listed = {j["id"]: j for j in json.loads(gpuq(d, "ls", "--json").stdout)["jobs"]}
+    assert listed[b]["position"] < listed[a]["position"]
+    gpuq(d, "resume")
+    for j in (a, b):
+        st = d.wait_state(j, ("COMPLETED", "FAILED"), timeout=10)
+        assert st["state"] == "COMPLETED", (st, events(d, j), d.joblog(j))
+    assert order.read_text().split() == ["bob", "ann"]
+
+
+def test_time_limit_and_active_deadline(gpuqd, workdir, users):
+    d = gpuqd(config=QUEUES)
+    ann = users.user("ann")
+    shared = workdir / "shared"
+    limited = submit(d, "--time", "0:02", "--grace", "1", "--", "sleep", "300", user=ann,
+                     cwd=shared)
+    # The deadline covers every retry: the second run is cut short by it.
+    deadline = submit(d, "--active-deadline", "3s", "--backoff-limit", "5", "--", "sh", "-c",
+                      "sleep 2; exit 1", user=ann, cwd=shared)
+    job = d.wait_state(limited, "TIMEOUT", timeout=15)
+    assert job["reason"] == "TimeLimit" and job["runs"] == 1
+    assert 2 <= job["end_time"] - job["start_time"] <= 4.5
+    job = d.wait_state(deadline, "TIMEOUT", timeout=20)
+    assert job["reason"] == "DeadlineExceeded"
