@@ -36,5 +36,11 @@ def gpuqd(workdir):
         return d.start()
 
     yield make
+    reports = []
     for d in started:
         d.destroy()
+        log = d.log()
+        if any(m in log for m in gu.SANITIZER_MARKERS):
+            reports.append(log[-4000:])
+    if reports:
+        pytest.fail("gpuqd's sanitizer reported:\n" + "\n".join(reports))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import gntest
 from gntest import (  # noqa: F401 - re-exported for the tests
+    SANITIZER_MARKERS,
     ProcessDied,
     Proc,
     TestUsers,
@@ -135,6 +136,10 @@ class Gpuqd:
             env["LD_PRELOAD"] = FAKETIME_LIB
             env["FAKETIME_TIMESTAMP_FILE"] = str(self.clock_file)
             env["FAKETIME_NO_CACHE"] = "1"
+            # A sanitized gpuqd: its runtime would insist on being preloaded first; libfaketime
+            # defines no allocator, so the order does not matter to it.
+            opts = env.get("ASAN_OPTIONS", "")
+            env["ASAN_OPTIONS"] = (opts + ":" if opts else "") + "verify_asan_link_order=0"
             env["TZ"] = "UTC"
         return env
 
