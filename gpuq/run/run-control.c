@@ -21,13 +21,14 @@ int run_start(const char *gpuq_run_path, const char *spec_path, pid_t *ret_pid,
               uint64_t *ret_start_time, struct errmsg *e)
 {
     /* gpuqd's own environment (NOTIFY_SOCKET, its config's paths) is none of the supervisor's
-     * business; the job's comes from the spec. */
+     * business; the job's comes from the spec. Its stderr is gpuqd's (the journal), so that what
+     * it cannot put in the exit record still reaches the admin. */
     static char *const envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
     char *const argv[] = {(char *)gpuq_run_path, (char *)spec_path, NULL};
     struct process_opts o = {
         .in = PROCESS_NULL,
         .out = PROCESS_NULL,
-        .err = PROCESS_NULL,
+        .err = PROCESS_KEEP,
         .close_others = true,
         .envp = envp,
     };

@@ -36,9 +36,9 @@
 #include "gpuq/run/run-exit.h"
 #include "lib/errmsg.h"
 
-/* Starts gpuq_run_path on spec_path: stdin, stdout and stderr on /dev/null, no other descriptor
- * of the caller's, a minimal environment (PATH); gpuq-run makes its own session. Returns 0,
- * *ret_pid and its start time (run_pid_start_time), or -errno with a message (the program could
+/* Starts gpuq_run_path on spec_path: stdin and stdout on /dev/null, stderr the caller's, no other
+ * descriptor of the caller's, a minimal environment (PATH); gpuq-run makes its own session. Returns
+ * 0, *ret_pid and its start time (run_pid_start_time), or -errno with a message (the program could
  * not be executed). The caller reaps the child. */
 int run_start(const char *gpuq_run_path, const char *spec_path, pid_t *ret_pid,
               uint64_t *ret_start_time, struct errmsg *e);
