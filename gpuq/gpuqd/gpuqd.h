@@ -76,6 +76,7 @@ struct gpuqd {
     bool drained;
     double drain_grace_max;
     double last_usage_save;
+    double last_purge;
     struct quota *quotas; /* in effect, by queue, as of the last pass */
     struct gpuqd_stats stats;
 
@@ -92,6 +93,10 @@ struct qjob *jobs_find(struct gpuqd *d, uint64_t id);
 int jobs_add(struct gpuqd *d, struct qjob *q);
 /* Removes jobs that reached a final state from the active table (they stay in the store). */
 void jobs_prune(struct gpuqd *d);
+/* Ended jobs are kept (`gpuq ls -a`, `gpuq show`, their logs) this long. */
+#define JOBS_KEEP_S (30 * 86400.0)
+/* Deletes the jobs that ended more than JOBS_KEEP_S ago, with their logs. */
+void jobs_purge(struct gpuqd *d, double now);
 /* Writes the job's state to the store and records an event (text may be NULL), then wakes
  * every waiter. Returns 0 or the store's error. */
 int jobs_save(struct gpuqd *d, struct qjob *q, const char *event, struct errmsg *e);

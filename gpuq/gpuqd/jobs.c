@@ -12,7 +12,9 @@
 #include "gpuq/gpuqd/gpuqd.h"
 #include "gpuq/spec/job-spec.h"
 #include "gpuq/store/store.h"
+#include "lib/log.h"
 #include "lib/macro.h"
+#include "lib/rm-tree.h"
 
 struct qjob *jobs_find(struct gpuqd *d, uint64_t id)
 {
@@ -46,16 +48,61 @@ void qjob_free(struct qjob *q)
     free(q);
 }
 
+/* A job that has ended needs its run's files (spec, pid and exit record) no more; its log
+ * stays until the job is purged. */
+static void remove_run_files(const struct gpuqd *d, uint64_t id)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/jobs/%llu", d->cfg.state_dir, (unsigned long long)id);
+    int r = rm_tree(path);
+    if (r < 0)
+        log_warning("job %llu: cannot remove %s: %s", (unsigned long long)id, path, strerror(-r));
+}
+
 void jobs_prune(struct gpuqd *d)
 {
     size_t k = 0;
     for (size_t i = 0; i < d->n_jobs; i++) {
-        if (job_state_is_final(d->jobs[i]->j.state))
+        if (job_state_is_final(d->jobs[i]->j.state)) {
+            remove_run_files(d, d->jobs[i]->j.id);
             qjob_free(d->jobs[i]);
-        else
+        } else {
             d->jobs[k++] = d->jobs[i];
+        }
     }
     d->n_jobs = k;
+}
+
+struct purged {
+    const struct gpuqd *d;
+    double before;
+};
+
+/* Logs of the jobs about to be purged go with them. */
+static int remove_log(struct job *j, const char *spec_json, void *userdata)
+{
+    const struct purged *p = userdata;
+    char path[4096];
+    if (!job_state_is_final(j->state) || j->end_time >= p->before)
+        return 0;
+    if (runs_log_path(p->d, j->id, path, sizeof(path)) == 0 && unlink(path) < 0 &&
+        errno != ENOENT)
+        log_warning("job %llu: cannot remove %s: %m", (unsigned long long)j->id, path);
+    return 0;
+}
+
+void jobs_purge(struct gpuqd *d, double now)
+{
+    struct errmsg e = {{0}};
+    struct purged p = {.d = d, .before = now - JOBS_KEEP_S};
+    unsigned n = 0;
+    int r = store_jobs_each(d->store, false, 0, 0, remove_log, &p, &e);
+    if (r == 0)
+        r = store_jobs_purge(d->store, p.before, &n, &e);
+    if (r < 0)
+        log_warning("purging old jobs: %s", e.text);
+    else if (n > 0)
+        log_info("purged %u job(s) that ended more than %.0f days ago", n, JOBS_KEEP_S / 86400);
 }
 
 int jobs_save(struct gpuqd *d, struct qjob *q, const char *event, struct errmsg *e)

@@ -17,6 +17,7 @@
 
 /* Housekeeping at least this often (fair-share accounting, a missed wake-up). */
 #define TICK_S 10.0
+#define PURGE_EVERY_S 3600.0
 
 struct watch {
     struct pollfd *fds;
@@ -53,6 +54,10 @@ static int work(struct gpuqd *d, struct watch *w, int signal_fd)
     /* Again, for the deadlines the pass set (the grace of the jobs it preempted). */
     double timers = runs_timers(d, now);
     jobs_prune(d);
+    if (now - d->last_purge >= PURGE_EVERY_S) {
+        d->last_purge = now;
+        jobs_purge(d, now);
+    }
     if (timers < next)
         next = timers;
     w->n = 0;
