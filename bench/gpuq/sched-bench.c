@@ -4,20 +4,23 @@
  *   sched-bench [-n JOBS] [-g GPUS] [-r RUNS]     (defaults: 10000 jobs, 8 GPUs, 15 runs)
  *
  * The node: GPUS whole H100s, 2 CPUs per GPU, 128 GiB per GPU. Three queues as a lab would set
- * them up (deploy/gpuq/gpuqd.conf): interactive (Guaranteed, 1 GPU, one job per user), batch
- * (Burstable, half the GPUs, 4 GPUs per user, 10 minutes of min_runtime) and background
- * (BestEffort). starve_after is 2 h; submit times are spread over the last 3 h, so about a third
- * of the jobs are starving. The jobs, from a fixed seed: 64 users with fair-share usage, 5 % in
- * the interactive queue (flagged interactive), 70 % batch, 25 % background; 65 % ask 1 GPU, 20 %
- * 2, 10 % 4, 5 % all of them (every job asks for GPUs); some ask CPUs and memory; time limits from
- * 10 minutes to a day, or none (the queue's default); priority classes -100, 0 and 1000.
+ * them up (deploy/gpuq/gpuqd.conf), and a fourth for the last scenario: interactive (Guaranteed, 1
+ * GPU, one job per user), batch (Burstable, half the GPUs, 4 GPUs per user, 10 minutes of
+ * min_runtime) and background (BestEffort). starve_after is 2 h; submit times are spread over the
+ * last 3 h, so about a third of the jobs are starving. The jobs, from a fixed seed: 64 users with
+ * fair-share usage, 5 % in the interactive queue (flagged interactive), 70 % batch, 25 %
+ * background; 65 % ask 1 GPU, 20 % 2, 10 % 4, 5 % all of them (every job asks for GPUs); some ask
+ * CPUs and memory; time limits from 10 minutes to a day, or none (the queue's default); priority
+ * classes -100, 0 and 1000.
  *
  * Scenarios, each timed RUNS times after one warm-up (min and median of sched_pass alone; the
  * result is freed outside the timing):
  *   idle  nothing runs: the pass fills the node from the head of the order;
  *   busy  every GPU runs a 1-GPU job (batch and background, some within min_runtime): nothing
  *         fits, so every job looks for victims and every starving one reserves;
- *   held  every pending job held (what gpuqd passes over while jobs are submitted held).
+ *   held  every pending job held (what gpuqd passes over while jobs are submitted held);
+ *   uniform  the end-to-end case of gpuqbench.py (and Slurm's): every job asks 1 GPU in one
+ *         Burstable queue without limits ("plain"), none starving, nothing runs.
  * One line per scenario, words "key=value", for bench/gpuq/gpuqbench.py and for people. */
 #include <errno.h>
 #include <getopt.h>
@@ -32,7 +35,7 @@
 
 #define NOW       1800000000.0 /* a fixed wall clock: the pass only compares times */
 #define N_USERS   64
-#define N_QUEUES  3
+#define N_QUEUES  4
 #define MAX_RUNS  1000
 #define GIB       (UINT64_C(1) << 30)
 #define SECS_HOUR 3600.0
@@ -98,6 +101,7 @@ static int config_init(struct world *w, unsigned gpus)
     queue_init(&q[0], "interactive", 100, SERVICE_GUARANTEED);
     queue_init(&q[1], "batch", 50, SERVICE_BURSTABLE);
     queue_init(&q[2], "background", 0, SERVICE_BESTEFFORT);
+    queue_init(&q[3], "plain", 50, SERVICE_BURSTABLE);
     int r = quota_set(&q[0].quota, QUOTA_GPUS, "", 1);
     if (r == 0)
         r = quota_set(&q[0].user_limit, QUOTA_JOBS, "", 1);
@@ -281,7 +285,22 @@ static int run_all(struct world *w, unsigned gpus, unsigned runs)
     w->n_running = 0;
     for (size_t i = 0; i < w->n_jobs; i++)
         w->jobs[i].held = true;
-    return scenario("held", w, runs);
+    r = scenario("held", w, runs);
+    if (r < 0)
+        return r;
+    /* As bench/gpuq/gpuqbench.py's gpuqd and Slurm's partition: one queue without limits, 1
+     * GPU each, all submitted in the last minute (none starving), in submission order. */
+    for (size_t i = 0; i < w->n_jobs; i++) {
+        struct job *j = &w->jobs[i];
+        j->held = false;
+        j->spec.interactive = false;
+        j->priority = 0;
+        j->submit_time = NOW - 60 + 60.0 * (double)i / (double)w->n_jobs;
+        j->spec.res = (struct job_resources){.gpu_kind = JOB_GPU_WHOLE, .gpus = 1};
+        w->sj[i].queue = 3;
+        w->sj[i].usage = 0;
+    }
+    return scenario("uniform", w, runs);
 }
 
 static int parse_count(const char *s, unsigned long lo, unsigned long hi, unsigned long *ret)
