@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Installs, builds and starts the gpunode stack on this machine:
 #   dependencies -> build-release/ -> meson install (/usr/local) -> /etc/coold/coold.conf and
-#   /etc/gpumon/gpumon.conf (written when missing) -> coolsim (unless a real controller is
-#   configured) + coold, and gpumon (GPU telemetry on :9400). Under systemd the units in
-#   deploy/systemd/ are installed and started; otherwise the programs run in the background with
-#   logs in /var/log/coold/ and /var/log/gpumon/, pid files in /run/coold/ and /run/gpumon/.
+#   /etc/gpumon/gpumon.conf (written when missing) -> gpuqd (the GPU job queue), coolsim (unless
+#   a real controller is configured) + coold, and gpumon (GPU telemetry on :9400). Under systemd
+#   the units in deploy/systemd/ are installed and started; otherwise the programs run in the
+#   background with logs in /var/log/{coold,gpumon,gpuq}/, pid files in /run/{coold,gpumon,gpuq}/.
 #
-#   scripts/quickstart.sh              start (again: restarts coold and coolsim, new binaries)
+#   scripts/quickstart.sh              start (again: restarts gpuqd, coold and coolsim, new binaries)
 #   scripts/quickstart.sh demo         watch a simulated pump failure end in a clean stop
-#   scripts/quickstart.sh --stop       stop what it started
+#   scripts/quickstart.sh --stop       stop what it started (gpuq's running jobs keep running)
 #   COOLD_DEVICE=/dev/ttyACM0 scripts/quickstart.sh   use a real controller, no simulator
 #   COOLSIM_SCENARIO=overheat scripts/quickstart.sh   run the simulator with another scenario
 #
@@ -20,8 +20,8 @@
 #
 # QUICKSTART_ROOT=/tmp/x puts everything (install, /etc, /var/log, /var/lib, /run) under that
 # dir, never uses systemd, starts no Docker Engine but the demo's (its files under the dir too),
-# and takes the metrics ports from COOLD_METRICS_LISTEN and GPUMON_LISTEN: for trying and
-# testing the script.
+# and takes the metrics ports from COOLD_METRICS_LISTEN, GPUMON_LISTEN and GPUQ_METRICS_LISTEN:
+# for trying and testing the script.
 # The build installed is an optimised one, build-release/ (meson's release build type, the one
 # the benchmarks in bench/ measure); QUICKSTART_BUILD=DIR builds and installs from DIR instead,
 # as it is set up (tests hand it the build under test), with prefix /usr/local;
@@ -51,6 +51,22 @@ GPUMON_LOGDIR=$R/var/log/gpumon
 GPUMON_RUNDIR=$R/run/gpumon
 GPUMON_LISTEN=${GPUMON_LISTEN:-:9400}
 GPUMON_NVML_LIBRARY=${GPUMON_NVML_LIBRARY:-}
+# gpuq: the GPU job queue. gpuqd runs without a config (one queue, "default", over every GPU)
+# unless /etc/gpunode/gpuqd.conf exists; quickstart never writes that file. Under systemd the
+# unit takes its options from /etc/default/gpuqd, which quickstart writes (--config when the file
+# exists) unless it is someone else's. Under QUICKSTART_ROOT gpuqd's paths must lie below the
+# root, so quickstart runs it with a config of its own (the defaults moved there), rewritten in
+# $GPUQ_RUNDIR at each start, with /metrics on GPUQ_METRICS_LISTEN. GPUQ_NVML_LIBRARY: the NVML
+# gpuqd loads when it runs in the background (default libnvidia-ml.so.1).
+GPUQ_CONF=$R/etc/gpunode/gpuqd.conf
+GPUQ_LOGDIR=$R/var/log/gpuq
+GPUQ_RUNDIR=$R/run/gpuq
+GPUQ_STATE=$R/var/lib/gpuq
+GPUQ_RUN_PROGRAM=$R/usr/local/libexec/gpunode/gpuq-run
+GPUQ_DEFAULTS=/etc/default/gpuqd
+GPUQ_DEFAULTS_MARK="# Written by scripts/quickstart.sh"
+GPUQ_METRICS_LISTEN=${GPUQ_METRICS_LISTEN:-127.0.0.1:9430}
+GPUQ_NVML_LIBRARY=${GPUQ_NVML_LIBRARY:-}
 PYTHON=/usr/bin/python3
 
 # The demo's private Docker Engine, its container, and the shutdown command of simulator mode.
@@ -237,6 +253,7 @@ write_config() {
         -e "s|^docker_socket = .*|docker_socket = $docker_socket|" \
         -e "s|^halt_within = .*|halt_within = $halt_within|" \
         -e "s|^drill = .*|drill = $drill|" \
+        -e "s|^gpuqd_socket = .*|gpuqd_socket = $(gpuq_socket)|" \
         deploy/coold.conf.example >"$tmp"
     {
         head -n 2 "$tmp"
@@ -331,21 +348,222 @@ report_gpumon() {
     fi
 }
 
+# ---- gpuq ----
+
+# The config gpuqd runs with: /etc/gpunode/gpuqd.conf when it exists; else none, but under
+# QUICKSTART_ROOT quickstart's own (write_gpuq_root_config). Prints nothing for none.
+gpuq_config() {
+    if [ -f "$GPUQ_CONF" ]; then
+        echo "$GPUQ_CONF"
+    elif [ -n "$R" ]; then
+        echo "$GPUQ_RUNDIR/quickstart.conf"
+    fi
+}
+
+# gpuqd's socket: its config's [gpuqd] socket (the only section with that key), else the default.
+gpuq_socket() {
+    local conf s=
+    conf=$(gpuq_config)
+    if [ -n "$conf" ] && [ -f "$conf" ]; then
+        s=$(sed -n 's/^socket *= *\([^;]*\).*/\1/p' "$conf" | head -n 1 | sed 's/[[:space:]]*$//')
+    fi
+    echo "${s:-$GPUQ_RUNDIR/gpuq.sock}"
+}
+
+gpuq() { timeout 30 "$BIN/gpuq" --socket "$(gpuq_socket)" "$@"; }
+
+# gpuqd's defaults with every path below QUICKSTART_ROOT; capsule (for container jobs) is the
+# installed one there too.
+write_gpuq_root_config() {
+    mkdir -p "$GPUQ_RUNDIR"
+    cat >"$GPUQ_RUNDIR/quickstart.conf" <<EOC
+; Written by scripts/quickstart.sh at each start: gpuqd's defaults below $R.
+[gpuqd]
+socket = $GPUQ_RUNDIR/gpuq.sock
+state_dir = $GPUQ_STATE
+metrics_listen = $GPUQ_METRICS_LISTEN
+audit_log = $R/var/log/gpunode/gpuq-audit.log
+capsule = $BIN/capsule
+
+[queue.default]
+class = burstable
+EOC
+}
+
+# /etc/default/gpuqd for the unit: --config when /etc/gpunode/gpuqd.conf exists. One that
+# quickstart did not write is left as it is.
+write_gpuqd_defaults() {
+    if [ -f "$GPUQ_DEFAULTS" ] && ! grep -q "^$GPUQ_DEFAULTS_MARK" "$GPUQ_DEFAULTS"; then
+        say "note: keeping $GPUQ_DEFAULTS (not quickstart's): the gpuqd unit takes its options from it"
+        return 0
+    fi
+    local opts=
+    [ ! -f "$GPUQ_CONF" ] || opts="--config $GPUQ_CONF"
+    printf '%s at each run (delete this line to keep the file as you edit it).\nGPUQD_OPTS=%s\n' \
+        "$GPUQ_DEFAULTS_MARK" "$opts" >"$GPUQ_DEFAULTS"
+}
+
+# The cgroup v2 hierarchy: /sys/fs/cgroup on a pure v2 host, its unified folder on a hybrid one.
+cgroup_v2() {
+    local d
+    for d in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+        [ -f "$d/cgroup.subtree_control" ] && echo "$d" && return 0
+    done
+    return 1
+}
+
+cgroup_populated() { grep -q '^populated 1' "$1/cgroup.events" 2>/dev/null; }
+# Removes a cgroup and those below it, the deepest first; ones still holding processes stay.
+cgroup_remove() { [ ! -d "$1" ] || find "$1" -depth -type d -exec rmdir {} + 2>/dev/null || true; }
+
+# The cgroup quickstart starts gpuqd in (its jobs' scopes go below it), as a systemd unit with
+# Delegate=yes gets one; one per QUICKSTART_ROOT, so that trial trees do not share it.
+gpuqd_cgroup_name() {
+    if [ -z "$R" ]; then
+        echo gpuqd.quickstart
+    else
+        echo "gpuqd.quickstart-$(printf '%s' "$R" | md5sum | cut -c1-8)"
+    fi
+}
+
+# Prints gpuqd's cgroup, made ready for it; fails where it cannot have one: no cgroup v2, or
+# systemd manages the tree (only a unit's delegated cgroup is then ours to change; gpuqd runs
+# without job scopes and says so).
+gpuqd_cgroup_prepare() {
+    local v2 dir c controllers=()
+    [ ! -d /run/systemd/system ] && v2=$(cgroup_v2) && [ -w "$v2" ] || return 1
+    dir=$v2/$(gpuqd_cgroup_name)
+    cgroup_populated "$dir" || cgroup_remove "$dir"
+    # Jobs of the last gpuqd still run below it. A cgroup that hands controllers to its children
+    # may hold no process itself, so gpuqd could not enter it again: turn them off (gpuqd turns
+    # them on again for new jobs, the old ones lose their limits).
+    [ ! -f "$dir/cgroup.subtree_control" ] || read -ra controllers <"$dir/cgroup.subtree_control"
+    if [ ${#controllers[@]} -gt 0 ]; then
+        say "note: jobs of the last gpuqd still run in $dir: turning its ${controllers[*]} controllers off so that gpuqd can enter it again (those jobs lose their CPU and memory limits)" >&2
+        for c in "${controllers[@]}"; do
+            echo "-$c" >"$dir/cgroup.subtree_control" || return 1
+        done
+    fi
+    mkdir -p "$dir" || return 1
+    echo "$dir"
+}
+
+stop_gpuqd_bg() { RUNDIR=$GPUQ_RUNDIR LOGDIR=$GPUQ_LOGDIR stop_bg gpuqd; }
+
+start_gpuqd_bg() {
+    local conf cg argv=("$SBIN/gpuqd")
+    [ -z "$R" ] || [ -f "$GPUQ_CONF" ] || write_gpuq_root_config
+    conf=$(gpuq_config)
+    [ -z "$conf" ] || argv+=(--config "$conf")
+    # An installed gpuqd finds gpuq-run in /usr/local/libexec/gpunode; below a root it cannot.
+    [ -z "$R" ] || argv+=(--run-program "$GPUQ_RUN_PROGRAM")
+    [ -z "$GPUQ_NVML_LIBRARY" ] || argv+=(--nvml-library "$GPUQ_NVML_LIBRARY")
+    # What the unit's LogsDirectory= and StateDirectory= make: gpuqd makes its state dir but not
+    # the folders above it, nor the audit log's.
+    mkdir -p "$GPUQ_RUNDIR" "$R/var/log/gpunode" "$(dirname "$GPUQ_STATE")"
+    if cg=$(gpuqd_cgroup_prepare); then
+        echo "$cg" >"$GPUQ_RUNDIR/gpuqd.cgroup"
+        # shellcheck disable=SC2016 # expanded by sh: its own pid, then gpuqd in its place
+        RUNDIR=$GPUQ_RUNDIR LOGDIR=$GPUQ_LOGDIR start_bg gpuqd \
+            sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "${argv[@]}"
+        say "gpuqd runs in cgroup $cg; its jobs' scopes go below it"
+    else
+        rm -f "$GPUQ_RUNDIR/gpuqd.cgroup"
+        RUNDIR=$GPUQ_RUNDIR LOGDIR=$GPUQ_LOGDIR start_bg gpuqd "${argv[@]}"
+    fi
+}
+
+# After gpuqd stopped in the background: its cgroup goes too once no job is left in it.
+remove_gpuqd_cgroup() {
+    local cg
+    [ -f "$GPUQ_RUNDIR/gpuqd.cgroup" ] || return 0
+    cg=$(cat "$GPUQ_RUNDIR/gpuqd.cgroup")
+    cgroup_populated "$cg" && return 0
+    cgroup_remove "$cg"
+    rm -f "$GPUQ_RUNDIR/gpuqd.cgroup"
+}
+
+# How many jobs run (or are stopping) now; nothing when gpuqd does not answer.
+gpuq_running_jobs() {
+    gpuq ls --json 2>/dev/null | "$PYTHON" -c 'import json, sys
+print(sum(j.get("state") in ("RUNNING", "STOPPING") for j in json.load(sys.stdin)["jobs"]))' \
+        2>/dev/null || true
+}
+
+# The gpuq command as the user types it here.
+gpuq_cmd() {
+    local sock
+    sock=$(gpuq_socket)
+    if [ -n "$R" ]; then
+        echo "$BIN/gpuq --socket $sock"
+    elif [ "$sock" != /run/gpuq/gpuq.sock ]; then
+        echo "gpuq --socket $sock"
+    else
+        echo gpuq
+    fi
+}
+
+# Waits up to 20 s for gpuqd's first answer, then says what it schedules.
+report_gpuq() {
+    local out=
+    for _ in $(seq 100); do
+        out=$(gpuq queues --json 2>/dev/null) && break
+        out=
+        sleep 0.2
+    done
+    if [ -z "$out" ]; then
+        say "gpuqd is not answering on $(gpuq_socket) yet; see its log"
+        return 0
+    fi
+    "$PYTHON" -c 'import json, sys
+q, gq = json.loads(sys.argv[1]), sys.argv[2]
+names = ", ".join(x["name"] for x in q["queues"])
+n = q["gpus_total"]
+if n:
+    line = (f"gpuq: {n} GPU(s) and MIG instance(s) to schedule (queues: {names}); "
+            f"try: {gq} submit --gpus 1 -- nvidia-smi -L")
+else:
+    line = (f"gpuq: no GPUs to schedule here (gpuqd found no driver; see its log), jobs without "
+            f"GPUs still run (queues: {names}); try: {gq} submit -- hostname")
+if q.get("drained"):
+    line += f"; the node is drained: {gq} resume"
+print("quickstart: " + line)' "$out" "$(gpuq_cmd)"
+}
+
+# Says what a stop of gpuqd leaves running: its jobs, by design.
+report_gpuq_stop() {
+    local running=$1 gq
+    gq=$(gpuq_cmd)
+    # Nothing to say when gpuqd was not answering.
+    [ -n "$running" ] || return 0
+    if [ "$running" -gt 0 ]; then
+        say "gpuq: $running running job(s) keep running without gpuqd (a stop of gpuqd never stops jobs; it picks them up again when it starts). To stop them too, first: $gq drain --wait 5m (they checkpoint and go back to the queue; $gq resume once gpuqd runs again) or $gq cancel ID"
+    else
+        say "gpuq: no job was running (a stop of gpuqd never stops jobs: '$gq drain' stops them first)"
+    fi
+}
+
 # ---- stop ----
 
 quickstart_stop() {
+    local running
+    running=$(gpuq_running_jobs)
     if use_systemd; then
-        systemctl stop gpumon.service coold.service coolsim.service \
+        # coold (After=gpuqd.service) stops before gpuqd.
+        systemctl stop gpumon.service coold.service gpuqd.service coolsim.service \
             gpunode-demo-docker.service 2>/dev/null || true
-        say "stopped gpumon.service, coold.service, coolsim.service and gpunode-demo-docker.service"
+        say "stopped gpumon.service, coold.service, gpuqd.service, coolsim.service and gpunode-demo-docker.service"
     else
         stop_gpumon_bg
         stop_bg coold
+        stop_gpuqd_bg
+        remove_gpuqd_cgroup
         stop_bg coolsim
         # dockerd stops the demo container first (it checkpoints), then itself.
         stop_bg demo-dockerd dockerd 30
         stop_bg dockerd dockerd 30
     fi
+    report_gpuq_stop "$running"
 }
 
 # ---- the pump-failure demo ----
@@ -440,6 +658,8 @@ demo_restore() {
     fi
     start_demo_workload
     wait_for_coold || say "coold is not answering yet; see its log"
+    # coold drained gpuqd at its first stage; the simulated host is back, so is the queue.
+    gpuq resume >/dev/null 2>&1 || true
 }
 
 demo_interrupted() {
@@ -544,9 +764,10 @@ quickstart_demo() {
     cat <<EOF
 
 The last pump stops 5 s in. The controller raises a precritical alarm and will cut the power
-30 s later. coold stops the demo container (it checkpoints), tells the controller HALT (host off
-within $(conf_get halt_within)) and runs its shutdown command, which here powers nothing off.
-Then the simulated controller cuts the power, as it would a real host's.
+30 s later. coold drains gpuq (running jobs get their checkpoint signal and go back to the
+queue), stops the demo container (it checkpoints), tells the controller HALT (host off within
+$(conf_get halt_within)) and runs its shutdown command, which here powers nothing off. Then the
+simulated controller cuts the power, as it would a real host's.
 
 EOF
     # In the background so that a signal interrupts the wait at once (demo_interrupted); the view
@@ -560,7 +781,7 @@ EOF
     demo_outcome "$rc" || clean=1
     trap - INT TERM
     echo
-    say "the simulated host is back: the normal simulator, a fresh coold and the demo container run again"
+    say "the simulated host is back: the normal simulator, a fresh coold and the demo container run again, gpuq admits jobs again"
     demo_restore
     return $clean
 }
@@ -607,7 +828,11 @@ say "building $BUILD/ ($(build_option buildtype) build)"
 ninja -C "$BUILD" >/dev/null || ninja -C "$BUILD"
 DESTDIR=$R meson install -C "$BUILD" --no-rebuild --quiet
 install -D -m 0755 deploy/coolant-demo-halt "$DEMO_HALT"
-say "installed coold, coolctl, coolsim, gpumon, coolant-demo-halt under $R/usr/local"
+for prog in "$SBIN/coold" "$BIN/coolctl" "$BIN/coolsim" "$BIN/gpumon" "$BIN/capsule" \
+    "$SBIN/gpuqd" "$BIN/gpuq" "$GPUQ_RUN_PROGRAM"; do
+    [ -x "$prog" ] || die "meson install did not install $prog"
+done
+say "installed coold, coolctl, coolsim, gpumon, capsule, gpuqd, gpuq, gpuq-run (libexec/gpunode), coolant-demo-halt under $R/usr/local"
 
 # ---- 2. configuration ----
 mkdir -p "$ETC/hooks.d" "$LOGDIR"
@@ -634,6 +859,13 @@ if [ $simulated = yes ]; then
     say "demo Docker Engine on $DEMO_SOCK, container $DEMO_CONTAINER running"
 fi
 if use_systemd; then
+    # gpuqd first: coold (After=gpuqd.service) drains it at the first shutdown stage. A restart
+    # never stops running jobs.
+    install -m 0644 deploy/systemd/gpuqd.service /etc/systemd/system/
+    write_gpuqd_defaults
+    systemctl daemon-reload
+    systemctl enable --quiet gpuqd.service
+    systemctl restart gpuqd.service
     install -m 0644 deploy/systemd/coold.service deploy/systemd/coolsim.service /etc/systemd/system/
     if [ "$SCENARIO" != normal ] || [ ! -f /etc/default/coolsim ]; then
         echo "COOLSIM_SCENARIO=$SCENARIO" >/etc/default/coolsim
@@ -653,7 +885,7 @@ if use_systemd; then
     systemctl daemon-reload
     systemctl enable --quiet gpumon.service
     systemctl restart gpumon.service
-    say "started with systemd: gpumon.service, coold.service$([ $simulated = no ] || echo ', coolsim.service, gpunode-demo-docker.service')"
+    say "started with systemd: gpuqd.service, gpumon.service, coold.service$([ $simulated = no ] || echo ', coolsim.service, gpunode-demo-docker.service')"
 else
     if [ -z "$R" ] && [ $simulated = no ] && ! engine_up /run/docker.sock; then
         start_bg dockerd dockerd
@@ -667,6 +899,9 @@ else
     fi
     stop_bg coold
     stop_bg coolsim
+    # gpuqd first, as under systemd: coold drains it. Its jobs run on across the restart.
+    stop_gpuqd_bg
+    start_gpuqd_bg
     [ $simulated = no ] || start_coolsim_bg "$SCENARIO"
     start_bg coold "$SBIN/coold" --config "$ETC/coold.conf"
     stop_gpumon_bg
@@ -677,15 +912,17 @@ fi
 wait_for_coold || true
 coolctl status || say "coold is not answering yet; see its log"
 report_gpumon
+report_gpuq
 
 ctl="coolctl"
 [ "$socket" = /run/coold/coold.sock ] || ctl="coolctl --socket $socket"
 [ -z "$R" ] || ctl="$BIN/$ctl"
 rerun="${R:+QUICKSTART_ROOT=$R }$0"
+gq=$(gpuq_cmd)
 if use_systemd; then
-    logs="journalctl -u coold -u coolsim -u gpumon -f"
+    logs="journalctl -u coold -u coolsim -u gpumon -u gpuqd -f"
 else
-    logs="tail -f $LOGDIR/coold.log $LOGDIR/coolsim.log $GPUMON_LOGDIR/gpumon.log"
+    logs="tail -f $LOGDIR/coold.log $LOGDIR/coolsim.log $GPUMON_LOGDIR/gpumon.log $GPUQ_LOGDIR/gpuqd.log"
 fi
 cat <<EOF
 
@@ -694,6 +931,8 @@ Running. Look at it:
   $ctl events        # alarms, link changes, shutdown stages
   curl -s http://$listen/metrics | grep ^coold_
   curl -s $(gpumon_url) | grep -E '^(gpumon_up|DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED)'
+  $gq submit --gpus 1 -- nvidia-smi -L   # as any user; then: $gq ls, $gq logs -f ID
+  $gq queues         # queues, quotas, what runs (docs/gpuq.md)
   $logs
 
 Rehearse the emergency stop: every stage runs, but no container is stopped, no HALT is sent

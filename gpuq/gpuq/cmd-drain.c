@@ -32,7 +32,7 @@ static int parse_drain(int argc, char *argv[], json_t *body, struct errmsg *e)
         {},
     };
     int opt, r;
-    double v;
+    double v = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "+:", options, NULL)) != -1) {
         if (opt != 'g' && opt != 'w')

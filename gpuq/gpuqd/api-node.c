@@ -65,9 +65,9 @@ static json_t *queue_json(const struct gpuqd *d, unsigned i, time_t now)
     return json_pack("{s:s, s:i, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:I}", "name", q->name,
                      "priority", q->priority, "class", service_class_name(q->class), "quota",
                      quota_json(&in_effect), "used", held_json(d, i, false), "borrowed",
-                     held_json(d, i, true), "window", w ? json_string(w->name) : json_null(), "next_change",
-                     has_next ? json_integer((json_int_t)next) : json_null(), "pending",
-                     (json_int_t)pending, "running", (json_int_t)running);
+                     held_json(d, i, true), "window", w ? json_string(w->name) : json_null(),
+                     "next_change", has_next ? json_integer((json_int_t)next) : json_null(),
+                     "pending", (json_int_t)pending, "running", (json_int_t)running);
 }
 
 void api_queues(struct api_call *c)

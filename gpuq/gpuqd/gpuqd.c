@@ -1,6 +1,7 @@
 /* gpuqd: the GPU job queue's daemon. Parses arguments, finds its helpers, runs the daemon. */
 #include <getopt.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,13 +49,13 @@ static void find_helpers(char *run, char *capsule, size_t size)
     char *slash = strrchr(self, '/');
     if (slash)
         *slash = '\0';
-    if (n <= 0 || strcmp(self, GPUQ_SBINDIR) == 0) {
-        snprintf(run, size, "%s/gpuq-run", GPUQ_LIBEXECDIR);
-        snprintf(capsule, size, "%s/capsule", GPUQ_BINDIR);
-    } else {
-        snprintf(run, size, "%s/../run/gpuq-run", self);
-        snprintf(capsule, size, "%s/../../capsule/capsule", self);
-    }
+    bool installed = n <= 0 || strcmp(self, GPUQ_SBINDIR) == 0;
+    /* A path too long to run is cut and then fails to execute with a message naming it. */
+    if (snprintf(run, size, "%s%s", installed ? GPUQ_LIBEXECDIR : self,
+                 installed ? "/gpuq-run" : "/../run/gpuq-run") >= (int)size ||
+        snprintf(capsule, size, "%s%s", installed ? GPUQ_BINDIR : self,
+                 installed ? "/capsule" : "/../../capsule/capsule") >= (int)size)
+        run[size - 1] = capsule[size - 1] = '\0';
 }
 
 int main(int argc, char **argv)

@@ -85,8 +85,7 @@ static int remove_log(struct job *j, const char *spec_json, void *userdata)
     char path[4096];
     if (!job_state_is_final(j->state) || j->end_time >= p->before)
         return 0;
-    if (runs_log_path(p->d, j->id, path, sizeof(path)) == 0 && unlink(path) < 0 &&
-        errno != ENOENT)
+    if (runs_log_path(p->d, j->id, path, sizeof(path)) == 0 && unlink(path) < 0 && errno != ENOENT)
         log_warning("job %llu: cannot remove %s: %m", (unsigned long long)j->id, path);
     return 0;
 }

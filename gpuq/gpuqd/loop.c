@@ -16,7 +16,7 @@
 #include "lib/service.h"
 
 /* Housekeeping at least this often (fair-share accounting, a missed wake-up). */
-#define TICK_S 10.0
+#define TICK_S        10.0
 #define PURGE_EVERY_S 3600.0
 
 struct watch {

@@ -158,7 +158,7 @@ static bool chars_in(const char *s, const char *extra)
 static int set_name_string(json_t *v, char **dst, const char *extra, size_t min, size_t max,
                            struct errmsg *e)
 {
-    const char *s;
+    const char *s = NULL;
     int r = get_string(v, &s, e);
     if (r < 0)
         return r;
@@ -262,7 +262,7 @@ static int f_priority_class(struct spec_parse *p, json_t *v, struct errmsg *e)
 
 static int f_gpus(struct spec_parse *p, json_t *v, struct errmsg *e)
 {
-    json_int_t n;
+    json_int_t n = 0;
     int r = get_uint(v, SPEC_GPUS_MAX, "a count 0.." STRINGIFY(SPEC_GPUS_MAX), &n, e);
     if (r < 0)
         return r;
@@ -283,7 +283,7 @@ static int f_gpu_model(struct spec_parse *p, json_t *v, struct errmsg *e)
 
 static int f_mig_profile(struct spec_parse *p, json_t *v, struct errmsg *e)
 {
-    const char *s;
+    const char *s = NULL;
     int r = get_string(v, &s, e);
     if (r < 0)
         return r;
@@ -297,7 +297,7 @@ static int f_mig_profile(struct spec_parse *p, json_t *v, struct errmsg *e)
 
 static int f_cpu_milli(struct spec_parse *p, json_t *v, struct errmsg *e)
 {
-    json_int_t n;
+    json_int_t n = 0;
     int r = get_uint(v, QUANTITY_CPU_MAX_MILLI, "thousandths of a CPU, 0 = no limit", &n, e);
     if (r >= 0)
         p->s.res.cpu_milli = (unsigned)n;
@@ -306,7 +306,7 @@ static int f_cpu_milli(struct spec_parse *p, json_t *v, struct errmsg *e)
 
 static int f_mem_bytes(struct spec_parse *p, json_t *v, struct errmsg *e)
 {
-    json_int_t n;
+    json_int_t n = 0;
     int r = get_uint(v, (json_int_t)QUANTITY_MEMORY_MAX, "bytes, 0 = no limit", &n, e);
     if (r >= 0)
         p->s.res.mem_bytes = (uint64_t)n;
@@ -325,7 +325,7 @@ static int f_active_deadline(struct spec_parse *p, json_t *v, struct errmsg *e)
 
 static int f_image(struct spec_parse *p, json_t *v, struct errmsg *e)
 {
-    const char *s;
+    const char *s = NULL;
     int r = get_string(v, &s, e);
     if (r < 0)
         return r;
@@ -365,7 +365,7 @@ static int get_strv(json_t *v, size_t max, int (*check)(const char *s, size_t i,
     json_t *x;
     json_array_foreach(v, i, x)
     {
-        const char *s;
+        const char *s = NULL;
         int r = get_string(x, &s, e);
         if (r == 0 && check)
             r = check(s, i, e);
@@ -412,7 +412,7 @@ static int f_env(struct spec_parse *p, json_t *v, struct errmsg *e)
 
 static int f_cwd(struct spec_parse *p, json_t *v, struct errmsg *e)
 {
-    const char *s;
+    const char *s = NULL;
     int r = get_string(v, &s, e);
     if (r < 0)
         return r;
@@ -435,7 +435,7 @@ static int f_interactive(struct spec_parse *p, json_t *v, struct errmsg *e)
 
 static int f_backoff_limit(struct spec_parse *p, json_t *v, struct errmsg *e)
 {
-    json_int_t n;
+    json_int_t n = 0;
     int r =
         get_uint(v, SPEC_BACKOFF_LIMIT_MAX, "retries 0.." STRINGIFY(SPEC_BACKOFF_LIMIT_MAX), &n, e);
     if (r >= 0)
@@ -453,7 +453,7 @@ static int f_checkpoint_signal(struct spec_parse *p, json_t *v, struct errmsg *e
                               SIGRTMAX);
         sig = (int)n;
     } else {
-        const char *s;
+        const char *s = NULL;
         int r = get_string(v, &s, e);
         if (r < 0)
             return errmsg_set(e, r, "must be a signal name or number");
@@ -480,7 +480,7 @@ static const char *const restart_names[] = {
 
 static int f_restart_policy(struct spec_parse *p, json_t *v, struct errmsg *e)
 {
-    const char *s;
+    const char *s = NULL;
     int r = get_string(v, &s, e);
     if (r < 0)
         return r;

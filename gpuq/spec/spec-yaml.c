@@ -80,7 +80,9 @@ static int yerr(struct errmsg *e, int r, const struct ytree *at, const char *pat
 
 static void path_join(char *buf, const char *path, const char *key)
 {
-    snprintf(buf, PATH_MAX_LEN, "%s%s%.128s", path, *path ? "." : "", key);
+    /* A path deeper than messages need is cut short: it only names a field in an error. */
+    if (snprintf(buf, PATH_MAX_LEN, "%s%s%.128s", path, *path ? "." : "", key) >= PATH_MAX_LEN)
+        buf[PATH_MAX_LEN - 1] = '\0';
 }
 
 static void path_index(char *buf, const char *path, size_t i)
@@ -155,7 +157,7 @@ static int yset(struct yjob *j, const struct ytree *at, const char *path, const 
 static int yset_string(struct yjob *j, const struct ytree *v, const char *path, const char *key,
                        struct errmsg *e)
 {
-    const char *s;
+    const char *s = NULL;
     int r = y_string(v, path, &s, e);
     return r < 0 ? r : yset(j, v, path, key, json_string(s), e);
 }
@@ -279,7 +281,7 @@ static int random_suffix(char buf[static GENERATE_SUFFIX_LEN + 1])
 static int m_generate_name(struct yjob *j, const struct ytree *v, const char *path,
                            struct errmsg *e)
 {
-    const char *prefix;
+    const char *prefix = NULL;
     int r = y_string(v, path, &prefix, e);
     if (r < 0)
         return r;
@@ -300,7 +302,7 @@ static int m_generate_name(struct yjob *j, const struct ytree *v, const char *pa
 
 static int m_namespace(struct yjob *j, const struct ytree *v, const char *path, struct errmsg *e)
 {
-    const char *s;
+    const char *s = NULL;
     int r = y_string(v, path, &s, e);
     if (r < 0)
         return r;
@@ -355,7 +357,7 @@ static int c_args(struct yjob *j, const struct ytree *v, const char *path, struc
 
 static int c_name(struct yjob *j, const struct ytree *v, const char *path, struct errmsg *e)
 {
-    const char *s;
+    const char *s = NULL;
     int r = y_string(v, path, &s, e);
     if (r < 0)
         return r;
@@ -379,7 +381,7 @@ static int c_working_dir(struct yjob *j, const struct ytree *v, const char *path
 static int c_image_pull_policy(struct yjob *j, const struct ytree *v, const char *path,
                                struct errmsg *e)
 {
-    const char *s;
+    const char *s = NULL;
     int r = y_string(v, path, &s, e);
     if (r < 0)
         return r;
@@ -672,7 +674,7 @@ static int p_containers(struct yjob *j, const struct ytree *v, const char *path,
 static int p_restart_policy(struct yjob *j, const struct ytree *v, const char *path,
                             struct errmsg *e)
 {
-    const char *s;
+    const char *s = NULL;
     int r = y_string(v, path, &s, e);
     if (r < 0)
         return r;
@@ -684,7 +686,7 @@ static int p_restart_policy(struct yjob *j, const struct ytree *v, const char *p
 
 static int p_grace(struct yjob *j, const struct ytree *v, const char *path, struct errmsg *e)
 {
-    long long n;
+    long long n = 0;
     int r = y_int(v, path, 0, (long)SPEC_DURATION_MAX_S, &n, e);
     return r < 0 ? r : yset(j, v, path, "grace", json_integer(n), e);
 }
@@ -692,7 +694,7 @@ static int p_grace(struct yjob *j, const struct ytree *v, const char *path, stru
 static int p_priority_class(struct yjob *j, const struct ytree *v, const char *path,
                             struct errmsg *e)
 {
-    const char *s;
+    const char *s = NULL;
     int r = y_string(v, path, &s, e);
     if (r < 0)
         return r;
@@ -779,7 +781,7 @@ static int s_template(struct yjob *j, const struct ytree *v, const char *path, s
 static int s_backoff_limit(struct yjob *j, const struct ytree *v, const char *path,
                            struct errmsg *e)
 {
-    long long n;
+    long long n = 0;
     int r = y_int(v, path, 0, SPEC_BACKOFF_LIMIT_MAX, &n, e);
     return r < 0 ? r : yset(j, v, path, "backoff_limit", json_integer(n), e);
 }
@@ -787,14 +789,14 @@ static int s_backoff_limit(struct yjob *j, const struct ytree *v, const char *pa
 static int s_active_deadline(struct yjob *j, const struct ytree *v, const char *path,
                              struct errmsg *e)
 {
-    long long n;
+    long long n = 0;
     int r = y_int(v, path, 1, (long)SPEC_DURATION_MAX_S, &n, e);
     return r < 0 ? r : yset(j, v, path, "active_deadline", json_integer(n), e);
 }
 
 static int s_suspend(struct yjob *j, const struct ytree *v, const char *path, struct errmsg *e)
 {
-    bool b;
+    bool b = false;
     int r = y_bool(v, path, &b, e);
     return r < 0 ? r : yset(j, v, path, "held", json_boolean(b), e);
 }
@@ -802,7 +804,7 @@ static int s_suspend(struct yjob *j, const struct ytree *v, const char *path, st
 /* parallelism and completions: gpuq runs one pod of a Job. */
 static int s_one(struct yjob *j, const struct ytree *v, const char *path, struct errmsg *e)
 {
-    long long n;
+    long long n = 0;
     int r = y_int(v, path, 0, INT32_MAX, &n, e);
     if (r < 0)
         return r;
@@ -812,7 +814,7 @@ static int s_one(struct yjob *j, const struct ytree *v, const char *path, struct
 static int s_completion_mode(struct yjob *j, const struct ytree *v, const char *path,
                              struct errmsg *e)
 {
-    const char *s;
+    const char *s = NULL;
     int r = y_string(v, path, &s, e);
     if (r < 0)
         return r;
@@ -843,7 +845,7 @@ static int j_spec(struct yjob *j, const struct ytree *v, const char *path, struc
 
 static int j_api_version(struct yjob *j, const struct ytree *v, const char *path, struct errmsg *e)
 {
-    const char *s;
+    const char *s = NULL;
     int r = y_string(v, path, &s, e);
     if (r < 0)
         return r;
@@ -855,7 +857,7 @@ static int j_api_version(struct yjob *j, const struct ytree *v, const char *path
 
 static int j_kind(struct yjob *j, const struct ytree *v, const char *path, struct errmsg *e)
 {
-    const char *s;
+    const char *s = NULL;
     int r = y_string(v, path, &s, e);
     if (r < 0)
         return r;

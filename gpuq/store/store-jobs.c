@@ -148,7 +148,7 @@ int store_job_insert(struct store *s, struct job *j, const char *spec_json, stru
 {
     if (!spec_json)
         return errmsg_set(e, -EINVAL, "'%s': inserting a job: no spec", s->path);
-    uint64_t id;
+    uint64_t id = 0;
     int r = check_job(s, j, e);
     if (r < 0)
         return r;
@@ -244,7 +244,7 @@ static int each_row(struct store_query *q, store_job_fn fn, void *userdata, stru
     int n = 0, r;
     while ((r = store_query_step(q, e)) > 0) {
         struct job j;
-        const char *spec;
+        const char *spec = NULL;
         r = job_from_row(q->s, q->st, &j, &spec, e);
         if (r < 0)
             return r;

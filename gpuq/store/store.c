@@ -389,7 +389,7 @@ static int set_pragmas(struct store *s, struct errmsg *e)
  * STORE_SCHEMA_VERSION. */
 static int migrate(struct store *s, struct errmsg *e)
 {
-    int64_t app, version, tables;
+    int64_t app = 0, version = 0, tables = 0;
     int r = query_once(s, "reading the application id", "PRAGMA application_id", &app, NULL, e);
     if (r >= 0)
         r = query_once(s, "reading the schema version", "PRAGMA user_version", &version, NULL, e);

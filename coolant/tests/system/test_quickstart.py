@@ -1,19 +1,25 @@
 """scripts/quickstart.sh end to end, as the README tells a new user to run it, in QUICKSTART_ROOT
-mode (everything under a temp dir, no systemd): start the stack, start it again, watch the
-simulated pump failure end in a clean stop (`quickstart.sh demo`), stop everything."""
+mode (everything under a temp dir, no systemd): start the stack, start it again, run a gpuq job,
+watch the simulated pump failure end in a clean stop (`quickstart.sh demo`, which drains gpuq),
+stop everything (gpuq's running jobs excepted, by design)."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
+import gpuqutil
 import sysutil
 
 QUICKSTART = sysutil.REPO / "scripts" / "quickstart.sh"
 HALT_LINE = "simulated host: coold would power off now"
+# gpuqd's GPUs: the fake NVML on this fixture, so that the count and the UUIDs are known.
+GPUQ_FIXTURE = "dgx-8gpu-mig"
 
 
 def _procs_under(root):
@@ -47,9 +53,16 @@ class Quickstart:
             "GPUMON_LISTEN": f"127.0.0.1:{sysutil.free_port()}",
             # A machine without a driver, even on a GPU node: NVML where there is none.
             "GPUMON_NVML_LIBRARY": str(root / "no-driver" / "libnvidia-ml.so.1"),
+            "GPUQ_METRICS_LISTEN": f"127.0.0.1:{sysutil.free_port()}",
+            "GPUQ_NVML_LIBRARY": str(gpuqutil.fake_nvml_lib()),
+            "FAKE_NVML_FIXTURE": str(gpuqutil.FIXTURES / f"{GPUQ_FIXTURE}.json"),
         }
         self.gpumon_port = int(self.env["GPUMON_LISTEN"].rsplit(":", 1)[1])
+        self.gpuq_port = int(self.env["GPUQ_METRICS_LISTEN"].rsplit(":", 1)[1])
         self.socket = root / "run/coold/coold.sock"
+        self.gpuq_socket = root / "run/gpuq/gpuq.sock"
+        # Where quickstart says it started gpuqd, in a cgroup of its own.
+        self.gpuq_cgroup_file = root / "run/gpuq/gpuqd.cgroup"
         self.demo_socket = root / "run/gpunode-demo/docker.sock"
         self.conf = root / "etc/coold/coold.conf"
 
@@ -82,6 +95,22 @@ class Quickstart:
         assert r.status == 200, r
         return r.json()
 
+    def gpuq(self, *args, timeout=60):
+        """The installed gpuq CLI on quickstart's gpuqd, as root."""
+        return subprocess.run([str(self.root / "usr/local/bin/gpuq"), "--socket",
+                               str(self.gpuq_socket), *map(str, args)], capture_output=True,
+                              text=True, timeout=timeout, cwd="/")
+
+    def gpuq_get(self, path):
+        r = sysutil.api(self.gpuq_socket, "GET", path, timeout=10)
+        assert r.status == 200, r
+        return r.json()
+
+    def gpuq_wait_state(self, job_id, state, timeout=30):
+        return sysutil.wait_for(
+            lambda: (j := self.gpuq_get(f"/v1/jobs/{job_id}")["job"])["state"] == state and j,
+            timeout, f"gpuq job {job_id} to be {state}")
+
     def conf_value(self, key):
         for line in self.conf.read_text().splitlines():
             k, sep, v = line.partition("=")
@@ -92,7 +121,8 @@ class Quickstart:
     def logs(self):
         out = []
         logs = [*(self.root / "var/log/coold").glob("*.log"),
-                *(self.root / "var/log/gpumon").glob("*.log")]
+                *(self.root / "var/log/gpumon").glob("*.log"),
+                *(self.root / "var/log/gpuq").glob("*.log")]
         for log in sorted(logs):
             out.append(f"--- {log.name} ---\n" + "\n".join(log.read_text(errors="replace")
                                                           .splitlines()[-30:]))
@@ -118,6 +148,9 @@ def quickstart(request):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    # gpuq's jobs outlive --stop by design: whatever ran in gpuqd's cgroup goes with it.
+    if qs.gpuq_cgroup_file.exists():
+        gpuqutil.cgroup_kill_tree(qs.gpuq_cgroup_file.read_text().strip())
     time.sleep(0.5)
     sysutil._unmount_below(root)
     if not os.environ.get("GPUNODE_KEEP_TMP"):
@@ -150,18 +183,57 @@ def test_quickstart_demo_ends_in_a_clean_stop(quickstart):
     assert (qs.root / "etc/gpumon/gpumon.conf").read_text().count(
         f"listen = 127.0.0.1:{qs.gpumon_port}") == 1
 
-    # Idempotent: a second run keeps the configuration and the running demo container.
+    # gpuqd runs beside them: one queue over every GPU NVML shows, and the installed gpuq-run
+    # runs a job on one of them, in a scope below the cgroup quickstart gave gpuqd.
+    whole, mig = gpuqutil.fixture_gpus(GPUQ_FIXTURE)
+    slots = len(whole) + len(mig)
+    queues = qs.gpuq_get("/v1/queues")
+    assert queues["gpus_total"] == slots and not queues["drained"], queues
+    assert [q["name"] for q in queues["queues"]] == ["default"], queues
+    gq = f"{qs.root}/usr/local/bin/gpuq --socket {qs.gpuq_socket}"
+    assert (f"gpuq: {slots} GPU(s) and MIG instance(s) to schedule (queues: default); "
+            f"try: {gq} submit --gpus 1 -- nvidia-smi -L") in out, out
+    metrics = sysutil.parse_metrics(sysutil.scrape(qs.gpuq_port).text())
+    assert sysutil.metric(metrics, "gpuq_gpus") == slots, metrics
+    r = qs.gpuq("submit", "--wait", "--gpus", "1", "--", "sh", "-c",
+                'echo "gpus=$CUDA_VISIBLE_DEVICES"; cat /proc/self/cgroup')
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = int(re.search(r"Submitted job (\d+)", r.stdout).group(1))
+    log = qs.gpuq("logs", job).stdout
+    assert re.search(r"^gpus=(\S+)$", log, re.M).group(1) in whole, log
+    if _gpuqd_cgroup_expected():
+        cgroup = Path(qs.gpuq_cgroup_file.read_text().strip())
+        assert f"0::/{cgroup.name}/gpuq-job-{job}.scope\n" in log, log
+    else:
+        assert not qs.gpuq_cgroup_file.exists()
+
+    # A job that runs on through everything below; its command line names the root, so that the
+    # fixture finds it.
+    r = qs.gpuq("submit", "--parsable", "-J", "sleeper", "--", "/usr/bin/python3", "-c",
+                "import time; time.sleep(600)", qs.root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    sleeper = int(r.stdout)
+    qs.gpuq_wait_state(sleeper, "RUNNING")
+
+    # Idempotent: a second run keeps the configuration and the running demo container; it
+    # restarts gpuqd, whose running job runs on (the same run).
     conf = qs.conf.read_text()
     rc, out = qs.run(timeout=90)
     assert rc == 0, out
     assert qs.conf.read_text() == conf
     assert qs.container()["Id"] == first["Id"]
+    assert "started gpuqd" in out, out
+    j = qs.gpuq_get(f"/v1/jobs/{sleeper}")["job"]
+    assert j["state"] == "RUNNING" and j["runs"] == 1, j
 
     rc, out = qs.run("demo", timeout=90)
     assert rc == 0, out
     assert "Clean stop" in out, out
     assert "shutting-down" in out, "the live view never showed the shutdown:\n" + out
     assert "power cut orderly: the host had said HALT" in out, out
+    # coold drained quickstart's gpuqd first, whose job went back to the queue.
+    assert "shutdown stage jobs ok: gpuqd drained: stopped 1 job " in out, out
+    assert out.index("shutdown stage jobs ok") < out.index("shutdown stage containers ok"), out
     # The container was stopped (and had checkpointed) before the shutdown command ran.
     assert (out.index("shutdown stage containers ok: stopped 1")
             < out.index("shutdown stage wait ok: all 1 stopped")
@@ -185,11 +257,52 @@ def test_quickstart_demo_ends_in_a_clean_stop(quickstart):
     assert status["telemetry"]["level"] == "normal", status["telemetry"]
     again = qs.container()
     assert again["State"]["Running"] and again["Id"] != first["Id"], again["State"]
+    # ... and gpuq admits jobs again: the drained job runs once more.
+    assert not qs.gpuq_get("/v1/queues")["drained"]
+    j = qs.gpuq_wait_state(sleeper, "RUNNING")
+    assert j["runs"] == 2, j
 
+    # --stop stops every daemon, but not gpuq's running job, and says how to stop that too.
     rc, out = qs.run("--stop", timeout=90)
     assert rc == 0, out
-    sysutil.wait_for(lambda: not _procs_under(qs.root), 15, "everything quickstart started to end")
+    assert "gpuq: 1 running job(s) keep running without gpuqd" in out, out
+    assert f"{gq} drain --wait 5m" in out, out
     assert not _can_connect(qs.socket), "coold still answers after --stop"
+    assert not _can_connect(qs.gpuq_socket), "gpuqd still answers after --stop"
+
+    def left():
+        return [c for c in map(_cmdline, _procs_under(qs.root)) if c]
+
+    sysutil.wait_for(lambda: all(b"time.sleep(600)" in c or b"gpuq-run" in c for c in left()),
+                     15, "everything quickstart started but gpuq's job to end")
+    assert sorted(b"gpuq-run" in c for c in left()) == [False, True], left()
+
+    # Once the job is gone, --stop removes the cgroup gpuqd ran in, and nothing is left.
+    for pid in _procs_under(qs.root):
+        os.kill(pid, signal.SIGKILL)
+    sysutil.wait_for(lambda: not _procs_under(qs.root), 15, "gpuq's job to end")
+    cgroup = qs.gpuq_cgroup_file.exists() and Path(qs.gpuq_cgroup_file.read_text().strip())
+    rc, out = qs.run("--stop", timeout=90)
+    assert rc == 0, out
+    if cgroup:
+        sysutil.wait_for(lambda: not cgroup.exists(), 5, f"{cgroup} to be removed")
+        assert not qs.gpuq_cgroup_file.exists()
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _gpuqd_cgroup_expected():
+    """Whether quickstart can give gpuqd a cgroup of its own: cgroup v2 in sight, and no systemd
+    managing the tree (outside a unit's delegated cgroup it is not ours to change)."""
+    return not Path("/run/systemd/system").exists() and any(
+        Path(p, "cgroup.subtree_control").exists() for p in ("/sys/fs/cgroup",
+                                                             "/sys/fs/cgroup/unified"))
 
 
 def _can_connect(path):

@@ -1,7 +1,7 @@
 """The monitoring deployment in deploy/ works as shipped: both Prometheus configurations load
 with their rule files, the alert and recording rules pass their promtool unit tests, every
 query of the Grafana dashboard parses, and every metric name the rules, their tests and the
-dashboard use is one that gpumon, coold or node_exporter really exports (a typo there makes an
+dashboard use is one that gpumon, coold, gpuqd or node_exporter really exports (a typo there makes an
 alert that can never fire and a panel that is always empty, which no parser notices).
 
 Last, a real Prometheus runs prometheus.yml with the rule files against static expositions in
@@ -37,9 +37,9 @@ UNIT = DEPLOY / "systemd" / "gpumon.service"
 
 # The series that recording-rules.yml records and prometheus-longterm.yml federates.
 FEDERATED = re.compile(r".+:.+_5m")
-# Metric names of the three exporters, as they appear in PromQL or in prose.
+# Metric names of the exporters, as they appear in PromQL or in prose.
 METRIC_NAME = re.compile(r"\b(?:DCGM_FI_[A-Z0-9_]+|gpumon_[a-z0-9_]+|coold_[a-z0-9_]+"
-                         r"|node_[a-z0-9_]+)\b")
+                         r"|gpuq_[a-z0-9_]+|node_[a-z0-9_]+)\b")
 # node_exporter's metrics that the deployment uses (its names are not in this tree), and words
 # that look like metric names but name programs.
 NODE_EXPORTER_METRICS = {"node_filesystem_avail_bytes", "node_filesystem_size_bytes"}
@@ -67,10 +67,21 @@ def c_string_literals(path, pattern):
     return {m for m in re.findall(r'"([^"\\]*)"', path.read_text()) if re.fullmatch(pattern, m)}
 
 
+def gpuq_sample_names():
+    """gpuqd's metric names: its families (string literals of metrics.c), but the counters as
+    their samples name them (with _total), and the wait histogram's series."""
+    families = c_string_literals(REPO / "gpuq" / "gpuqd" / "metrics.c", r"gpuq_[a-z0-9_]+")
+    assert {"gpuq_jobs", "gpuq_preemptions", "gpuq_job_wait_seconds"} <= families, \
+        "gpuq/gpuqd/metrics.c not found"
+    counters = {"gpuq_preemptions", "gpuq_retries"}
+    return (families - counters) | {f"{c}_total" for c in counters} | {
+        f"gpuq_job_wait_seconds_{s}" for s in ("bucket", "sum", "count")}
+
+
 @pytest.fixture(scope="module")
 def exported_names():
-    """Every metric name the deployment may use: gpumon's and coold's from their sources (the
-    names are string literals there), node_exporter's from the list above."""
+    """Every metric name the deployment may use: gpumon's, coold's and gpuqd's from their sources
+    (the names are string literals there), node_exporter's from the list above."""
     gpumon = set()
     for src in (REPO / "gpumon").glob("*.c"):
         gpumon |= c_string_literals(src, r"DCGM_FI_[A-Z0-9_]+|gpumon_[a-z0-9_]+")
@@ -78,7 +89,7 @@ def exported_names():
     # The sources must be where this test looks, or every name would count as unknown.
     assert "DCGM_FI_DEV_GPU_UTIL" in gpumon and "gpumon_up" in gpumon, "gpumon/*.c not found"
     assert "coold_controller_up" in coold, "coolant/coold/metrics.c not found"
-    return gpumon | coold | NODE_EXPORTER_METRICS
+    return gpumon | coold | gpuq_sample_names() | NODE_EXPORTER_METRICS
 
 
 def dashboard():
@@ -167,12 +178,20 @@ def test_raw_prometheus_loads_every_rule_file(promtool):
 
 def test_scrape_targets_are_the_exporters_ports():
     jobs = scrape_targets((PROM / "prometheus.yml").read_text())
-    assert set(jobs) == {"gpumon", "coold", "node"}
+    assert set(jobs) == {"gpumon", "coold", "gpuq", "node"}
     coold_listen = re.search(r"^listen\s*=\s*\S+:([0-9]+)\s*$",
                              (DEPLOY / "coold.conf.example").read_text(), re.M)
     assert coold_listen, "no [metrics] listen in deploy/coold.conf.example"
+    # gpuqd's default (the one it uses without a config) and the example config's.
+    gpuq_default = re.search(r'GPUQD_DEFAULT_METRICS_LISTEN\s+"\S+:([0-9]+)"',
+                             (REPO / "gpuq" / "policy" / "gpuq-config.h").read_text())
+    gpuq_example = re.search(r"^metrics_listen\s*=\s*\S+:([0-9]+)\s*$",
+                             (DEPLOY / "gpuq" / "gpuqd.conf").read_text(), re.M)
+    assert gpuq_default and gpuq_example, "gpuqd's metrics_listen not found"
+    assert gpuq_default.group(1) == gpuq_example.group(1)
     assert jobs["gpumon"] == ["localhost:9400"]  # gpumon's default, dcgm-exporter's port
     assert jobs["coold"] == [f"localhost:{coold_listen.group(1)}"]
+    assert jobs["gpuq"] == [f"localhost:{gpuq_default.group(1)}"]
     assert jobs["node"] == ["localhost:9100"]
 
 
@@ -386,6 +405,48 @@ def test_gpumon_unit_settings():
         assert cap.startswith("~") and "CAP_SYS_PTRACE" not in cap, cap
 
 
+def test_gpuqd_unit_settings():
+    """gpuqd's contract with its unit (gpuq/run/run-control.h), and no sandbox setting its jobs
+    would inherit to their harm."""
+    s = unit_settings(DEPLOY / "systemd" / "gpuqd.service")
+
+    def one(key, section="Service"):
+        values = s.get((section, key))
+        assert values and len(values) == 1, f"{key}= set {values}"
+        return values[0]
+
+    assert one("Type") == "notify"
+    assert re.fullmatch(r"[0-9]+s", one("WatchdogSec"))
+    assert one("ExecStart").split()[0] == "/usr/local/sbin/gpuqd"
+    # Stopping or restarting gpuqd must not kill the runs' supervisors in its cgroup, which it
+    # must be allowed to split into job scopes.
+    assert one("KillMode") == "process"
+    assert one("Delegate") == "yes"
+    # A job killed at its memory limit must not stop gpuqd.
+    assert one("OOMPolicy") == "continue"
+    assert one("RuntimeDirectory") == "gpuq" and one("RuntimeDirectoryMode") == "0755"
+    assert one("StateDirectory") == "gpuq" and one("LogsDirectory") == "gpunode"
+    assert one("User") == "root"
+    assert one("ProtectSystem") in ("yes", "full")
+    assert one("WantedBy", "Install") == "multi-user.target"
+    # Each of these would reach the jobs: setuid programs, the shared /tmp and homes, the GPUs,
+    # capsule's namespaces and /proc, arbitrary system calls and JITs.
+    for key in ("NoNewPrivileges", "PrivateTmp", "ProtectHome", "PrivateDevices", "DevicePolicy",
+                "DeviceAllow", "ProtectClock", "ProtectKernelTunables", "ProtectKernelModules",
+                "ProtectKernelLogs", "ProtectControlGroups", "ProtectProc", "ProcSubset",
+                "RestrictNamespaces", "SystemCallFilter", "MemoryDenyWriteExecute",
+                "LockPersonality", "RestrictSUIDSGID", "PrivateUsers", "DynamicUser", "UMask"):
+        assert ("Service", key) not in s, key
+    for caps in s.get(("Service", "CapabilityBoundingSet"), []):
+        assert caps.startswith("~"), caps
+        for needed in ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SYS_ADMIN", "CAP_SYS_MODULE"):
+            assert needed not in caps, needed
+    # coold drains gpuqd's jobs at the first shutdown stage: it starts after gpuqd and so stops
+    # before it.
+    coold = unit_settings(DEPLOY / "systemd" / "coold.service")
+    assert "gpuqd.service" in " ".join(coold[("Unit", "After")]).split()
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in (DEPLOY / "systemd").glob("*.service")))
 def test_units_verify(tmp_path, name):
     """Every shipped unit passes systemd-analyze verify (systemd is in install-deps.sh)."""
@@ -481,6 +542,20 @@ coold_controller_level{level="critical"} 0
 coold_shutdown_stage 0
 """
 
+# gpuqd's layout: one queue with a job running and one waiting.
+GPUQ_EXPOSITION = """gpuq_gpus 8
+gpuq_gpus_allocated 2
+gpuq_drained 0
+gpuq_jobs{queue="batch",state="PENDING"} 1
+gpuq_jobs{queue="batch",state="RUNNING"} 1
+gpuq_quota{queue="batch",resource="gpus"} 4
+gpuq_preemptions_total{queue="batch"} 0
+gpuq_retries_total{queue="batch"} 0
+gpuq_job_wait_seconds_bucket{queue="batch",le="+Inf"} 1
+gpuq_job_wait_seconds_sum{queue="batch"} 12
+gpuq_job_wait_seconds_count{queue="batch"} 1
+"""
+
 NODE_EXPOSITION = """node_filesystem_avail_bytes{device="/dev/sda1",fstype="ext4",mountpoint="/"} 10
 node_filesystem_size_bytes{device="/dev/sda1",fstype="ext4",mountpoint="/"} 100
 node_filesystem_avail_bytes{device="tmpfs",fstype="tmpfs",mountpoint="/run"} 1
@@ -568,11 +643,11 @@ def prometheus(tmp_path_factory):
     if not shutil.which("prometheus"):
         pytest.fail("prometheus is missing: scripts/install-deps.sh installs it")
     servers = {9400: serve(gpumon_exposition(time.time())), 9420: serve(COOLD_EXPOSITION),
-               9100: serve(NODE_EXPOSITION)}
+               9430: serve(GPUQ_EXPOSITION), 9100: serve(NODE_EXPOSITION)}
     prom = Prometheus(tmp_path_factory.mktemp("prometheus"),
                       {d: s.server_address[1] for d, s in servers.items()})
     try:
-        prom.wait_for('up{instance="127.0.0.1"} == 1', 3)
+        prom.wait_for('up{instance="127.0.0.1"} == 1', 4)
         # Every recording rule has been evaluated on scraped data at least once.
         prom.wait_for('count by (__name__) ({__name__=~".+:.+_5m"})', 11)
         # Enough samples for rate() and increase() over a minute.
@@ -593,7 +668,9 @@ def value(prom, promql):
 
 def test_e2e_instance_is_the_host(prometheus):
     jobs = {r["metric"]["job"] for r in prometheus.query('up{instance="127.0.0.1"}')}
-    assert jobs == {"gpumon", "coold", "node"}
+    assert jobs == {"gpumon", "coold", "gpuq", "node"}
+    # gpuqd's series are stored under the node too, beside its GPUs.
+    assert value(prometheus, 'gpuq_gpus{job="gpuq",instance="127.0.0.1"}') == 8
 
 
 def test_e2e_recording_rules(prometheus):
