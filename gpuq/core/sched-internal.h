@@ -18,6 +18,11 @@ struct reservation {
     double at; /* INFINITY: unknown (a job ahead has no time limit) */
 };
 
+struct release {
+    double at;
+    size_t job;
+};
+
 struct pass {
     const struct sched_input *in;
     struct res_set free; /* slots no running, stopping or just started job holds */
@@ -29,6 +34,12 @@ struct pass {
     bool *borrowing; /* by job: runs beyond its queue's quota */
     bool *victim;    /* by job: chosen for preemption in this pass */
     bool *claimed;   /* by job: a stopping or victim job whose slots an earlier job waits for */
+    size_t *running; /* indices of the RUNNING and STOPPING jobs: what preemption and
+                        reservations look at, so that a pass costs pending x running, not
+                        pending x all */
+    size_t n_running;
+    size_t *scratch;     /* n_running entries for preemption's candidates */
+    struct release *rel; /* n_running entries for reservations */
     struct reservation *resv;
     size_t n_resv, cap_resv;
     struct sched_action *actions;

@@ -119,11 +119,13 @@ static size_t choose(const struct pass *p, struct pool start, size_t *cand, size
     return kept;
 }
 
-/* Stopping jobs whose capacity nobody waits for yet: when they suffice, job i waits for them. */
+/* Stopping jobs whose capacity nobody waits for yet (stopping), or the jobs job i may preempt,
+ * into cand. Only running and stopping jobs can be either. */
 static size_t collect(const struct pass *p, size_t i, bool within, bool stopping, size_t *cand)
 {
     size_t n = 0;
-    for (size_t v = 0; v < p->in->n_jobs; v++) {
+    for (size_t k = 0; k < p->n_running; k++) {
+        size_t v = p->running[k];
         if (stopping ? (p->stopping[v] && !p->claimed[v]) : may_preempt(p, v, i, within))
             cand[n++] = v;
     }
@@ -135,9 +137,7 @@ int preempt_for(struct pass *p, size_t i, bool within)
     const struct queue *q = &p->in->config->queues[p->in->jobs[i].queue];
     if (q->class == SERVICE_BESTEFFORT)
         return 0;
-    _cleanup_free_ size_t *cand = malloc((p->in->n_jobs ? p->in->n_jobs : 1) * sizeof(*cand));
-    if (!cand)
-        return -ENOMEM;
+    size_t *cand = p->scratch;
     struct pool pool = base_pool(p);
     size_t n = collect(p, i, within, true, cand);
     size_t kept = choose(p, pool, cand, n, i);

@@ -23,11 +23,6 @@ bool pick_now(const struct pass *p, const struct sched_job *sj, struct res_set *
     return res_pick(p->in->node, &avail, &j->spec.res, ret);
 }
 
-struct release {
-    double at;
-    size_t job;
-};
-
 static int cmp_release(const void *a, const void *b)
 {
     const struct release *x = a, *y = b;
@@ -68,22 +63,35 @@ int reserve_if_starving(struct pass *p, size_t i)
 {
     const struct job *j = p->in->jobs[i].job;
     double after = p->in->config->starve_after_s;
-    if (after <= 0 || p->in->now - j->submit_time < after)
+    /* Only GPUs are reserved: a job without any waits for CPUs or memory alone, which free
+     * up as jobs end whatever is reserved. */
+    if (after <= 0 || p->in->now - j->submit_time < after || j->spec.res.gpu_kind == JOB_GPU_NONE ||
+        j->spec.res.gpus == 0)
         return 0;
-    _cleanup_free_ struct release *rel = malloc((p->in->n_jobs ? p->in->n_jobs : 1) * sizeof(*rel));
-    if (!rel)
-        return -ENOMEM;
+    /* Reservations never share a slot (a simplification of Slurm's backfill, which lays them
+     * out in time): so at most one per slot exists, and each is honoured. */
+    struct res_set reserved = {{0, 0}}, unreserved = {{0, 0}};
+    for (size_t k = 0; k < p->n_resv; k++)
+        res_set_union(&reserved, &p->resv[k].slots);
+    for (unsigned s = 0; s < p->in->node->n_slots; s++)
+        res_set_add(&unreserved, s);
+    res_set_minus(&unreserved, &reserved);
+    struct res_set avail = p->free;
+    res_set_minus(&avail, &reserved);
+    struct res_set got;
+    /* Every slot of its kind is reserved for jobs ahead: nothing to reserve, nothing to scan. */
+    if (!res_pick(p->in->node, &unreserved, &j->spec.res, &got)) {
+        p->reasons[i] = "Resources";
+        return 0;
+    }
+    struct release *rel = p->rel;
     size_t n = 0;
-    for (size_t v = 0; v < p->in->n_jobs; v++) {
-        enum job_state s = p->in->jobs[v].job->state;
-        if ((s == JOB_RUNNING || s == JOB_STOPPING) && !p->claimed[v])
+    for (size_t k = 0; k < p->n_running; k++) {
+        size_t v = p->running[k];
+        if (!p->claimed[v])
             rel[n++] = (struct release){.at = release_time(p, v), .job = v};
     }
     qsort(rel, n, sizeof(*rel), cmp_release);
-    struct res_set avail = p->free;
-    for (size_t k = 0; k < p->n_resv; k++)
-        res_set_minus(&avail, &p->resv[k].slots);
-    struct res_set got;
     for (size_t k = 0; k <= n; k++) {
         if (res_pick(p->in->node, &avail, &j->spec.res, &got)) {
             double at = k == 0 ? p->in->now : rel[k - 1].at;
@@ -95,6 +103,7 @@ int reserve_if_starving(struct pass *p, size_t i)
             const struct job *v = p->in->jobs[rel[k].job].job;
             struct res_set s = {{v->slots[0], v->slots[1]}};
             res_set_union(&avail, &s);
+            res_set_minus(&avail, &reserved);
         }
     }
     p->reasons[i] = "Resources";

@@ -36,6 +36,17 @@ static int state_init(struct pass *p, const struct sched_input *in)
     p->claimed = calloc(in->n_jobs ? in->n_jobs : 1, sizeof(*p->claimed));
     if (!p->ledger || !p->stopping || !p->borrowing || !p->victim || !p->claimed)
         return -ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < in->n_jobs; i++)
+        n += in->jobs[i].job->state == JOB_RUNNING || in->jobs[i].job->state == JOB_STOPPING;
+    p->running = malloc((n ? n : 1) * sizeof(*p->running));
+    p->scratch = malloc((n ? n : 1) * sizeof(*p->scratch));
+    p->rel = malloc((n ? n : 1) * sizeof(*p->rel));
+    if (!p->running || !p->scratch || !p->rel)
+        return -ENOMEM;
+    for (size_t i = 0; i < in->n_jobs; i++)
+        if (in->jobs[i].job->state == JOB_RUNNING || in->jobs[i].job->state == JOB_STOPPING)
+            p->running[p->n_running++] = i;
     return 0;
 }
 
@@ -48,6 +59,9 @@ static void state_done(struct pass *p)
     free(p->claimed);
     free(p->users);
     free(p->resv);
+    free(p->running);
+    free(p->scratch);
+    free(p->rel);
 }
 
 /* Takes what a running or stopping job holds out of the free capacity and into the ledgers. */
@@ -62,10 +76,9 @@ static int hold(struct pass *p, size_t i, const struct res_set *slots)
 
 static int account_running(struct pass *p)
 {
-    for (size_t i = 0; i < p->in->n_jobs; i++) {
+    for (size_t k = 0; k < p->n_running; k++) {
+        size_t i = p->running[k];
         const struct job *j = p->in->jobs[i].job;
-        if (j->state != JOB_RUNNING && j->state != JOB_STOPPING)
-            continue;
         struct res_set s = {{j->slots[0], j->slots[1]}};
         int r = hold(p, i, &s);
         if (r < 0)

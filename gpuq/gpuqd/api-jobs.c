@@ -117,10 +117,17 @@ void api_submit(struct api_call *c)
     struct gpuqd *d = c->d;
     pthread_mutex_lock(&d->lock);
     q->j.submit_time = gpuqd_now();
-    int r = store_job_insert(d->store, &q->j, spec_json, &e);
+    /* The job and its first event in one transaction: one fsync before the reply. */
+    int r = store_begin(d->store, &e);
+    if (r == 0)
+        r = store_job_insert(d->store, &q->j, spec_json, &e);
     if (r == 0)
         r = store_event_add(d->store, q->j.id, q->j.submit_time,
                             q->j.held ? "submitted, held" : "submitted", &e);
+    if (r == 0)
+        r = store_commit(d->store, &e);
+    if (r < 0)
+        store_rollback(d->store);
     if (r == 0 && (r = jobs_add(d, q)) < 0)
         snprintf(e.text, sizeof(e.text), "out of memory");
     if (r < 0) {
@@ -130,6 +137,8 @@ void api_submit(struct api_call *c)
         api_audit(c, "failed");
         return;
     }
+    if (q->j.id > d->last_id)
+        d->last_id = q->j.id;
     json_t *job = jobs_to_json(d, &q->j, q->queue, q, true);
     pthread_mutex_unlock(&d->lock);
     log_info("job %llu: submitted by uid %u to queue %s", (unsigned long long)q->j.id,

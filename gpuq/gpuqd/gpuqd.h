@@ -77,7 +77,8 @@ struct gpuqd {
     double drain_grace_max;
     double last_usage_save;
     double last_purge;
-    struct quota *quotas; /* in effect, by queue, as of the last pass */
+    uint64_t last_pass_msec; /* CLOCK_MONOTONIC of the last scheduling pass */
+    struct quota *quotas;    /* in effect, by queue, as of the last pass */
     struct gpuqd_stats stats;
 
     struct http_server *api;

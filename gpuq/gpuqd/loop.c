@@ -16,8 +16,9 @@
 #include "lib/service.h"
 
 /* Housekeeping at least this often (fair-share accounting, a missed wake-up). */
-#define TICK_S        10.0
-#define PURGE_EVERY_S 3600.0
+#define TICK_S               10.0
+#define PURGE_EVERY_S        3600.0
+#define PASS_MIN_INTERVAL_MS 10
 
 struct watch {
     struct pollfd *fds;
@@ -44,13 +45,21 @@ static int watch_add(struct watch *w, int fd, uint64_t id)
     return 0;
 }
 
-/* One round of work under the lock; returns how long the loop may sleep (ms). */
+/* One round of work under the lock; returns how long the loop may sleep (ms). A burst of
+ * changes (a thousand releases, a script's submits) gets one pass per PASS_MIN_INTERVAL_MS
+ * rather than one each, as Slurm's sched_min_interval does. */
 static int work(struct gpuqd *d, struct watch *w, int signal_fd)
 {
     pthread_mutex_lock(&d->lock);
     double now = gpuqd_now();
+    uint64_t mono = clock_now_msec();
     runs_timers(d, now); /* time limits first: what they stop frees capacity for the pass */
-    double next = schedule_pass(d, now);
+    uint64_t since = mono - d->last_pass_msec;
+    double next = now + (double)(PASS_MIN_INTERVAL_MS - since) / 1000;
+    if (since >= PASS_MIN_INTERVAL_MS) {
+        next = schedule_pass(d, now);
+        d->last_pass_msec = mono;
+    }
     /* Again, for the deadlines the pass set (the grace of the jobs it preempted). */
     double timers = runs_timers(d, now);
     jobs_prune(d);

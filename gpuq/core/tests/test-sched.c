@@ -326,6 +326,29 @@ static void test_starving_job_reserved_and_backfill(void **state)
     world_free(w);
 }
 
+static void test_reservations_never_share_a_slot(void **state)
+{
+    struct world *w = world_new(2, 0, 1);
+    w->config.starve_after_s = 10;
+    for (unsigned g = 0; g < 2; g++) {
+        size_t r = add_running(w, 0, g, 1, 0);
+        w->jobs[r].spec.time_limit_s = 100 * (g + 1);
+        w->jobs[r].priority = 10;
+    }
+    size_t s[4];
+    for (unsigned k = 0; k < 4; k++) {
+        s[k] = add_job(w, 0, 1, JOB_PENDING);
+        w->jobs[s[k]].submit_time = -1000;
+    }
+    pass(w, 50);
+    /* Two slots, two reservations: at 100 and at 200; the others wait without one. */
+    assert_true(w->res.reserved_at[s[0]] == 100);
+    assert_true(w->res.reserved_at[s[1]] == 200);
+    assert_string_equal(w->res.reasons[s[2]], "Resources");
+    assert_string_equal(w->res.reasons[s[3]], "Resources");
+    world_free(w);
+}
+
 static void test_without_starvation_no_reservation(void **state)
 {
     struct world *w = world_new(2, 0, 1);
@@ -452,6 +475,7 @@ int main(void)
         cmocka_unit_test(test_besteffort_preempts_nothing),
         cmocka_unit_test(test_starving_job_reserved_and_backfill),
         cmocka_unit_test(test_without_starvation_no_reservation),
+        cmocka_unit_test(test_reservations_never_share_a_slot),
         cmocka_unit_test(test_drained_held_backoff),
         cmocka_unit_test(test_fair_share_and_requeue_order),
         cmocka_unit_test(test_user_limit),
