@@ -430,21 +430,14 @@ gpuqd_cgroup_name() {
 # systemd manages the tree (only a unit's delegated cgroup is then ours to change; gpuqd runs
 # without job scopes and says so).
 gpuqd_cgroup_prepare() {
-    local v2 dir c controllers=()
+    local v2 dir
     [ ! -d /run/systemd/system ] && v2=$(cgroup_v2) && [ -w "$v2" ] || return 1
     dir=$v2/$(gpuqd_cgroup_name)
     cgroup_populated "$dir" || cgroup_remove "$dir"
-    # Jobs of the last gpuqd still run below it. A cgroup that hands controllers to its children
-    # may hold no process itself, so gpuqd could not enter it again: turn them off (gpuqd turns
-    # them on again for new jobs, the old ones lose their limits).
-    [ ! -f "$dir/cgroup.subtree_control" ] || read -ra controllers <"$dir/cgroup.subtree_control"
-    if [ ${#controllers[@]} -gt 0 ]; then
-        say "note: jobs of the last gpuqd still run in $dir: turning its ${controllers[*]} controllers off so that gpuqd can enter it again (those jobs lose their CPU and memory limits)" >&2
-        for c in "${controllers[@]}"; do
-            echo "-$c" >"$dir/cgroup.subtree_control" || return 1
-        done
-    fi
-    mkdir -p "$dir" || return 1
+    # gpuqd runs in the leaf "daemon" (as DelegateSubgroup=daemon puts it) and its jobs' scopes
+    # go beside it, so that the cgroup can hand the cpu and memory controllers to the jobs and a
+    # restarted gpuqd can still enter its leaf while jobs run.
+    mkdir -p "$dir/daemon" || return 1
     echo "$dir"
 }
 
@@ -465,7 +458,7 @@ start_gpuqd_bg() {
         echo "$cg" >"$GPUQ_RUNDIR/gpuqd.cgroup"
         # shellcheck disable=SC2016 # expanded by sh: its own pid, then gpuqd in its place
         RUNDIR=$GPUQ_RUNDIR LOGDIR=$GPUQ_LOGDIR start_bg gpuqd \
-            sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "${argv[@]}"
+            sh -c 'echo $$ >"$0/daemon/cgroup.procs" && exec "$@"' "$cg" "${argv[@]}"
         say "gpuqd runs in cgroup $cg; its jobs' scopes go below it"
     else
         rm -f "$GPUQ_RUNDIR/gpuqd.cgroup"

@@ -54,12 +54,19 @@ static int make_dirs(struct gpuqd *d, struct errmsg *e)
     snprintf(path, sizeof(path), "%s/logs", d->cfg.state_dir);
     if (r == 0)
         r = make_dir(path, 0755, e);
-    snprintf(path, sizeof(path), "%s", d->cfg.socket);
-    char *slash = strrchr(path, '/');
-    if (r == 0 && slash && slash != path) {
-        *slash = '\0';
-        if (mkdir(path, 0755) < 0 && errno != EEXIST)
-            r = errmsg_set(e, negative_errno(), "cannot make %s: %m", path);
+    /* The folders of the socket and the audit log, as systemd's RuntimeDirectory= and
+     * LogsDirectory= would make them. */
+    const char *leaves[] = {d->cfg.socket, d->cfg.audit_log};
+    for (size_t i = 0; r == 0 && i < ELEMENTSOF(leaves); i++) {
+        if (!leaves[i] || !*leaves[i])
+            continue;
+        snprintf(path, sizeof(path), "%s", leaves[i]);
+        char *slash = strrchr(path, '/');
+        if (slash && slash != path) {
+            *slash = '\0';
+            if (mkdir(path, 0755) < 0 && errno != EEXIST)
+                r = errmsg_set(e, negative_errno(), "cannot make %s: %m", path);
+        }
     }
     return r;
 }
@@ -89,30 +96,30 @@ static int load_node(struct gpuqd *d, const char *nvml_library, struct errmsg *e
     return r;
 }
 
-/* Where job scopes go: gpuqd's own cgroup, when it may make cgroups there. Below the root the
- * daemon moves itself into a leaf of its own first, so that the cpu and memory controllers can
- * be enabled for the jobs (a cgroup with processes cannot hand controllers to children). */
+/* Where job scopes go, and whether they get CPU and memory limits. A cgroup that hands the cpu
+ * and memory controllers to its children may hold no process itself, and a restarted gpuqd
+ * could not enter it again: so limits need gpuqd started in a leaf "daemon" of its own cgroup
+ * (systemd 254's DelegateSubgroup=daemon, quickstart's wrapper), whose parent then holds the
+ * job scopes. Started elsewhere, scopes go below gpuqd's own cgroup, without limits. */
 static void setup_cgroups(struct gpuqd *d)
 {
     _cleanup_free_ char *self = NULL;
     int r = cgroup_self_dir(&self);
+    char *slash = r == 0 ? strrchr(self, '/') : NULL;
+    bool leaf = slash && strcmp(slash, "/daemon") == 0 && strcmp(self, cgroup_v2_path()) != 0;
+    if (leaf)
+        *slash = '\0';
     if (r < 0 || !cgroup_ours_to_change(self)) {
         log_warning("jobs run without a cgroup of their own (no limits, no scope for gpumon): %s",
-                    r < 0 ? "no cgroup v2 in sight"
-                          : "gpuqd's cgroup is not delegated to it "
-                            "(systemd: Delegate=yes)");
+                    r < 0 ? "no cgroup v2 in sight" : "gpuqd's cgroup is not delegated to it "
+                                                      "(systemd: Delegate=yes)");
         return;
     }
-    if (strcmp(self, cgroup_v2_path()) != 0) {
-        struct errmsg e = {{0}};
-        _cleanup_free_ char *leaf = NULL, *procs = NULL;
-        if (cgroup_make(self, "daemon", &leaf, &e) < 0 ||
-            asprintf(&procs, "%s/cgroup.procs", leaf) < 0 || cgroup_enter(procs) < 0) {
-            log_warning("cannot move gpuqd into %s/daemon; jobs get no limits", self);
-        } else if (cgroup_attr_write(self, "cgroup.subtree_control", "+cpu +memory") < 0) {
-            log_notice("cpu and memory controllers not available below %s: no job limits", self);
-        }
-    }
+    if (!leaf)
+        log_notice("job CPU and memory limits need gpuqd started in %s/daemon (systemd 254+: "
+                   "DelegateSubgroup=daemon); jobs run without them", self);
+    else if (cgroup_attr_write(self, "cgroup.subtree_control", "+cpu +memory") < 0)
+        log_notice("cpu and memory controllers not available below %s: no job limits", self);
     d->cgroup_parent = TAKE_PTR(self);
     log_info("job scopes go below %s", d->cgroup_parent);
 }

@@ -17,6 +17,9 @@
 #ifndef GPUQ_LIBEXECDIR
 #define GPUQ_LIBEXECDIR "/usr/local/libexec/gpunode"
 #endif
+/* Read when --config is not given and it exists; no file: the defaults (one queue, all GPUs). */
+#define GPUQD_CONFIG "/etc/gpunode/gpuqd.conf"
+
 #ifndef GPUQ_BINDIR
 #define GPUQ_BINDIR "/usr/local/bin"
 #endif
@@ -112,6 +115,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (!o.config_path && access(GPUQD_CONFIG, F_OK) == 0)
+        o.config_path = GPUQD_CONFIG;
     log_setup("gpuqd", (enum log_level)level);
     log_enable_journal();
     struct errmsg e = {{0}};

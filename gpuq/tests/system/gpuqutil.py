@@ -121,10 +121,11 @@ class Gpuqd:
             self.set_clock(clock)
         self.proc = None
         self.starts = 0
-        # A cgroup of its own, as systemd gives a unit with Delegate=yes: its jobs' scopes go
-        # below it, apart from every other gpuqd a parallel test runs.
+        # A cgroup of its own, as systemd gives a unit with Delegate=yes and
+        # DelegateSubgroup=daemon: gpuqd runs in its leaf "daemon", its jobs' scopes go beside it,
+        # apart from every other gpuqd a parallel test runs.
         self.cgroup = cgroup_v2() / f"gq-test-{os.getpid()}-{self.workdir.name}"
-        self.cgroup.mkdir(exist_ok=True)
+        (self.cgroup / "daemon").mkdir(parents=True, exist_ok=True)
 
     def env(self):
         env = dict(os.environ)
@@ -148,7 +149,7 @@ class Gpuqd:
         self.clock_file.write_text(f"@{when}\n")
 
     def start(self, wait=True):
-        argv = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.cgroup,
+        argv = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.cgroup / "daemon",
                 gpuqd_path(), "--config", self.config, "--log-level", "debug"]
         if self.fixture:
             argv += ["--nvml-library", fake_nvml_lib()]
