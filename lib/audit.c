@@ -11,9 +11,13 @@
 
 #include "lib/macro.h"
 
-/* Refused attempts are recorded at most this often a second; the rest are counted, so a local
- * user cannot fill the disk under the log (which would then refuse the admins' changes). */
+/* Attempts that changed nothing (denied, refused as malformed, failed) are recorded at most this
+ * often a second; the rest are counted, so a local user cannot fill the disk under the log
+ * (which would then refuse the admins' changes). */
 #define DENIED_PER_SECOND 10
+/* A request recorded whole up to this size; a larger one as its size alone, so that one record
+ * cannot be a megabyte. */
+#define REQUEST_MAX 16384
 
 struct audit {
     int fd;
@@ -83,8 +87,13 @@ int audit_record(struct audit *a, uid_t uid, gid_t gid, pid_t pid, const char *m
                  const char *path, json_t *request, unsigned status, const char *outcome)
 {
     unsigned long suppressed = 0;
-    if (strcmp(outcome, "denied") == 0 && !denied_admitted(a, time(NULL), &suppressed))
+    bool changed = strcmp(outcome, "requested") == 0 || strcmp(outcome, "applied") == 0;
+    if (!changed && !denied_admitted(a, time(NULL), &suppressed))
         return 0;
+    _cleanup_free_ char *body = request ? json_dumps(request, JSON_COMPACT) : NULL;
+    json_t *big = body && strlen(body) > REQUEST_MAX
+                      ? json_pack("{s:I}", "omitted_bytes", (json_int_t)strlen(body))
+                      : NULL;
     char stamp[32], user[64];
     time_t now = time(NULL);
     struct tm tm;
@@ -95,8 +104,9 @@ int audit_record(struct audit *a, uid_t uid, gid_t gid, pid_t pid, const char *m
     json_t *rec =
         json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:O, s:i, s:s}", "time", stamp, "user", user,
                   "uid", (json_int_t)uid, "gid", (json_int_t)gid, "pid", (json_int_t)pid, "method",
-                  method, "path", path, "request", request ? request : json_null(), "status",
-                  (int)status, "outcome", outcome);
+                  method, "path", path, "request", big ? big : request ? request : json_null(),
+                  "status", (int)status, "outcome", outcome);
+    json_decref(big);
     if (!rec)
         return -ENOMEM;
     if (suppressed)

@@ -16,8 +16,9 @@ void audit_close(struct audit *a);
 /* Appends one record: who (uid, gid, pid and the user name when known), what (method, path,
  * the request body as JSON or NULL), and the outcome (HTTP status and a short text). Each record
  * is written with one write(2) on an O_APPEND fd, so concurrent writers never interleave.
- * Refused attempts (outcome "denied") are recorded at most 10 a second; the next one recorded
- * says how many were left out ("denied_not_recorded"). Safe from any thread. Returns 0 or
- * -errno. */
+ * Attempts that changed nothing (any outcome but "requested" and "applied": "denied",
+ * "refused", "failed") are recorded at most 10 a second; the next one recorded says how many
+ * were left out ("denied_not_recorded"). A request over 16 KiB of JSON is recorded as its size
+ * ({"omitted_bytes": N}). Safe from any thread. Returns 0 or -errno. */
 int audit_record(struct audit *a, uid_t uid, gid_t gid, pid_t pid, const char *method,
                  const char *path, json_t *request, unsigned status, const char *outcome);

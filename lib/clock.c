@@ -26,6 +26,13 @@ double clock_now_sec(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+double clock_wall_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 struct timespec clock_deadline_msec(uint64_t ms)
 {
     struct timespec ts = now();

@@ -15,6 +15,9 @@ uint64_t clock_now_usec(void);
 uint64_t clock_now_msec(void);
 /* Seconds of CLOCK_MONOTONIC, with the fraction. */
 double clock_now_sec(void);
+/* The wall clock (CLOCK_REALTIME) in UNIX seconds with the fraction: for times that users read
+ * and that must survive a reboot (a job's submit and start times), never for deadlines. */
+double clock_wall_sec(void);
 /* CLOCK_MONOTONIC ms milliseconds from now, as pthread_cond_timedwait() takes a deadline on a
  * condition variable whose clock is CLOCK_MONOTONIC (pthread_condattr_setclock). */
 struct timespec clock_deadline_msec(uint64_t ms);

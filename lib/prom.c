@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "lib/utf8.h"
+
 /* Both spellings of a family's name, so that a clash is refused whatever the format. */
 struct prom_family_names {
     char *base;        /* counters without _total; OpenMetrics' TYPE/HELP name */
@@ -134,40 +136,6 @@ static bool valid_label_name(const char *s)
     return true;
 }
 
-/* Scrapers reject label values and HELP text that are not valid UTF-8, failing the whole
- * scrape, so a bad byte is caught here where the caller can still skip one sample. */
-static bool valid_utf8(const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned n;
-        uint32_t cp;
-        if (*p < 0x80) {
-            p++;
-            continue;
-        } else if ((*p & 0xe0) == 0xc0) {
-            n = 1;
-            cp = *p & 0x1f;
-        } else if ((*p & 0xf0) == 0xe0) {
-            n = 2;
-            cp = *p & 0x0f;
-        } else if ((*p & 0xf8) == 0xf0) {
-            n = 3;
-            cp = *p & 0x07;
-        } else
-            return false;
-        for (unsigned i = 1; i <= n; i++) {
-            if ((p[i] & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (p[i] & 0x3f);
-        }
-        static const uint32_t min_cp[] = {0, 0x80, 0x800, 0x10000};
-        if (cp < min_cp[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        p += n + 1;
-    }
-    return true;
-}
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -254,7 +222,7 @@ int prom_family(struct prom_writer *w, const char *name, enum prom_type type, co
         return -EINVAL;
     if (type == PROM_TYPE_COUNTER && strcmp(name, "_total") == 0)
         return -EINVAL;
-    if (help && !valid_utf8(help))
+    if (help && !utf8_valid(help))
         return -EINVAL;
     struct prom_family_names f;
     int r = family_names_make(name, type, &f);
@@ -310,7 +278,7 @@ static int check_labels(const char *const *labels)
     if (!labels)
         return 0;
     for (size_t i = 0; labels[i]; i += 2) {
-        if (!valid_label_name(labels[i]) || !labels[i + 1] || !valid_utf8(labels[i + 1]))
+        if (!valid_label_name(labels[i]) || !labels[i + 1] || !utf8_valid(labels[i + 1]))
             return -EINVAL;
         for (size_t j = 0; j < i; j += 2)
             if (strcmp(labels[j], labels[i]) == 0)

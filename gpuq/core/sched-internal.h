@@ -46,6 +46,7 @@ struct pass {
     size_t n_actions, cap_actions;
     const char **reasons;
     double *reserved_at;
+    bool blocked; /* a job earlier in the order waits for capacity */
 };
 
 /* sched.c */

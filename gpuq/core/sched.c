@@ -238,7 +238,13 @@ static int place(struct pass *p, size_t i)
     int r = preempt_for(p, i, within);
     if (r != 0)
         return r < 0 ? r : 0;
-    return reserve_if_starving(p, i);
+    r = reserve_if_starving(p, i);
+    /* Slurm's words: the first job that waits for capacity waits for "Resources", those after
+     * it for "Priority" (a job ahead of them comes first). */
+    if (r == 0 && strcmp(p->reasons[i], "Priority") == 0 && !p->blocked)
+        p->reasons[i] = "Resources";
+    p->blocked = true;
+    return r;
 }
 
 static int run_pass(struct pass *p)

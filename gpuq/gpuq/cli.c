@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/clock.h"
 #include "lib/macro.h"
 
 static const struct gpuq_command commands[] = {
@@ -100,13 +101,6 @@ int gpuq_option_error(const char *cmd, int opt, char *argv[], struct errmsg *e)
         return errmsg_set(e, -GPUQ_E_USAGE, "%s: option '%s' needs a value", cmd, arg);
     return errmsg_set(e, -GPUQ_E_USAGE, "%s: unknown option '%s' (see gpuq %s --help)", cmd, arg,
                       cmd);
-}
-
-double gpuq_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 void gpuq_sleep(double seconds)

@@ -85,9 +85,6 @@ int gpuq_parse_id(const char *cmd, const char *s, uint64_t *ret, struct errmsg *
  * left them). Returns -GPUQ_E_USAGE. */
 int gpuq_option_error(const char *cmd, int opt, char *argv[], struct errmsg *e);
 
-/* The wall clock in UNIX seconds with the fraction: the API's times are wall-clock times. */
-double gpuq_now(void);
-
 /* Sleeps for seconds (restarting after signals). */
 void gpuq_sleep(double seconds);
 

@@ -7,6 +7,8 @@
 #include <getopt.h>
 #include <string.h>
 
+#include "lib/clock.h"
+
 /* Appends "&key=value" (the first one with '?'), value percent-encoded. */
 static int query_add(char *path, size_t size, const char *key, const char *value, struct errmsg *e)
 {
@@ -64,7 +66,7 @@ int cmd_ls(struct gpuq_cli *c, int argc, char *argv[], struct errmsg *e)
     if (c->json)
         render_json(c->out, doc);
     else
-        render_jobs(c->out, doc, gpuq_now());
+        render_jobs(c->out, doc, clock_wall_sec());
     json_decref(doc);
     return GPUQ_EXIT_OK;
 }

@@ -6,6 +6,8 @@
 #include <getopt.h>
 #include <inttypes.h>
 
+#include "lib/clock.h"
+
 int cmd_show(struct gpuq_cli *c, int argc, char *argv[], struct errmsg *e)
 {
     int opt;
@@ -28,7 +30,7 @@ int cmd_show(struct gpuq_cli *c, int argc, char *argv[], struct errmsg *e)
     if (c->json)
         render_json(c->out, doc);
     else
-        render_job(c->out, doc, gpuq_now());
+        render_job(c->out, doc, clock_wall_sec());
     json_decref(doc);
     return GPUQ_EXIT_OK;
 }

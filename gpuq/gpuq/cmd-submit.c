@@ -7,8 +7,11 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "lib/clock.h"
 
 #include "gpuq/gpuq/render.h"
 #include "gpuq/spec/job-spec.h"
@@ -16,6 +19,7 @@
 #include "gpuq/spec/spec-yaml.h"
 #include "lib/fileio.h"
 #include "lib/macro.h"
+#include "lib/utf8.h"
 #include "lib/names.h"
 
 /* --wait: the first look comes soon (a job that fails at once), later ones at most a second
@@ -74,9 +78,18 @@ int gpuq_submit_env(char *const *environ_, json_t *extra, json_t **ret, struct e
     if (!env)
         return errmsg_set(e, -ENOMEM, "out of memory");
     int r = 0;
-    for (size_t i = 0; r == 0 && environ_ && environ_[i]; i++)
-        if (inherited(environ_[i]) && env_find(env, environ_[i]) < 0)
-            r = json_array_append_new(env, json_string(environ_[i]));
+    for (size_t i = 0; r == 0 && environ_ && environ_[i]; i++) {
+        if (!inherited(environ_[i]) || env_find(env, environ_[i]) >= 0)
+            continue;
+        /* JSON holds UTF-8 only: a variable that is not (OLDPWD of a Latin-1 folder) is left
+         * out, and said so, rather than failing the submit. */
+        if (!utf8_valid(environ_[i])) {
+            fprintf(stderr, "gpuq: not passing %.*s to the job: its value is not UTF-8\n",
+                    (int)strcspn(environ_[i], "="), environ_[i]);
+            continue;
+        }
+        r = json_array_append_new(env, json_string(environ_[i]));
+    }
     size_t i;
     json_t *v;
     json_array_foreach(extra, i, v)
@@ -261,7 +274,7 @@ static int wait_for_end(const struct gpuq_cli *c, json_int_t id, bool quiet, str
         json_t *doc = NULL;
         int r = gpuq_call(c, "GET", path, NULL, &doc, e);
         if (r == -GPUQ_E_UNREACHABLE || r == -ETIMEDOUT) {
-            double now = gpuq_now();
+            double now = clock_wall_sec();
             if (away_since == 0)
                 away_since = now;
             if (now - away_since < WAIT_UNREACHABLE_S)

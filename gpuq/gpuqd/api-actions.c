@@ -11,8 +11,10 @@
 #include "gpuq/store/store.h"
 #include "lib/fileio.h"
 #include "lib/log.h"
+#include "lib/clock.h"
 #include "lib/macro.h"
 #include "lib/names.h"
+#include "lib/utf8.h"
 
 #define LOG_CHUNK (256u * 1024u)
 
@@ -21,7 +23,7 @@ static int cancel(struct gpuqd *d, struct qjob *q, struct errmsg *e)
 {
     if (q->j.state == JOB_PENDING) {
         q->j.state = JOB_CANCELLED;
-        q->j.end_time = gpuqd_now();
+        q->j.end_time = clock_wall_sec();
         snprintf(q->j.reason, sizeof(q->j.reason), "Cancelled");
         return jobs_save(d, q, "cancelled while pending", e);
     }
@@ -53,7 +55,7 @@ static unsigned act(struct api_call *c, struct qjob *q, const char *action, char
                      (unsigned long long)j->id, job_state_name(j->state));
             return 409;
         }
-        j->last_checkpoint = gpuqd_now();
+        j->last_checkpoint = clock_wall_sec();
         r = jobs_save(d, q, "checkpoint reported", &e);
     }
     if (r < 0) {
@@ -98,7 +100,7 @@ static void act_on(struct api_call *c, uint64_t id, const char *action)
         return;
     }
     unsigned status = act(c, q, action, msg, sizeof(msg));
-    json_t *job = status == 200 ? jobs_to_json(d, &q->j, q->queue, q, true) : NULL;
+    json_t *job = status == 200 ? jobs_to_json(d, &q->j, q->queue, q, JOBS_JSON_PRIVATE) : NULL;
     pthread_mutex_unlock(&d->lock);
     if (status == 200) {
         log_info("job %llu: %s by uid %u", (unsigned long long)id, action,
@@ -158,22 +160,6 @@ void api_checkpoint_self(struct api_call *c)
     act_on(c, id, "checkpoint");
 }
 
-/* Text for JSON: bytes that are not UTF-8 become '?', so a binary log still shows. */
-static void utf8_clean(char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned char b = (unsigned char)s[i];
-        size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-        bool ok = len > 0 && i + len <= n && b != 0;
-        for (size_t k = 1; ok && k < len; k++)
-            ok = ((unsigned char)s[i + k] >> 6) == 2;
-        if (!ok) {
-            s[i++] = '?';
-            continue;
-        }
-        i += len;
-    }
-}
 
 void api_log(struct api_call *c, uint64_t id)
 {
@@ -184,6 +170,7 @@ void api_log(struct api_call *c, uint64_t id)
     pthread_mutex_lock(&d->lock);
     struct qjob *q = jobs_find(d, id);
     struct job stored = {0};
+    bool active = q != NULL; /* the job may still write */
     if (q) {
         uid = q->j.uid;
         state = job_state_name(q->j.state);
@@ -209,8 +196,10 @@ void api_log(struct api_call *c, uint64_t id)
     if (n < 0)
         n = 0;
     bool eof = (size_t)n < LOG_CHUNK;
+    /* Bytes that are not UTF-8 show as '?' (a binary log still reads); a character cut at the
+     * chunk's end is left for the next read, while more may come. */
     if (buf)
-        utf8_clean(buf, (size_t)n);
+        n = (ssize_t)utf8_sanitize(buf, (size_t)n, !eof || active);
     http_reply_json(c->reply, 200,
                     json_pack("{s:s%, s:I, s:b, s:s}", "data", buf ? buf : "", (size_t)n, "offset",
                               (json_int_t)(offset + n), "eof", eof, "state", state));

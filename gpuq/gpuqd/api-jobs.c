@@ -13,10 +13,10 @@
 #include "gpuq/spec/job-spec.h"
 #include "gpuq/store/store.h"
 #include "lib/log.h"
+#include "lib/clock.h"
 #include "lib/macro.h"
 #include "lib/names.h"
 
-#define LOG_CHUNK    (256u * 1024u)
 #define LIST_RECENT  200u
 #define ESTIMATE_MAX 1000u
 
@@ -43,9 +43,14 @@ static bool resolve(struct api_call *c, struct qjob *q)
         }
         q->j.priority = pc->value;
     }
+    if (s->grace_s > sc->max_grace_s) {
+        http_reply_error(c->reply, 400, "grace %.0fs is over this node's max_grace of %.0fs",
+                         s->grace_s, sc->max_grace_s);
+        return false;
+    }
     const struct queue *qu = &sc->queues[q->queue];
     if (qu->max_time_s > 0 && s->time_limit_s > qu->max_time_s) {
-        http_reply_error(c->reply, 400, "time limit %.0fs is over queue '%s''s limit of %.0fs",
+        http_reply_error(c->reply, 400, "time limit %.0fs is over the limit of queue '%s', %.0fs",
                          s->time_limit_s, qu->name, qu->max_time_s);
         return false;
     }
@@ -60,6 +65,14 @@ static bool resolve(struct api_call *c, struct qjob *q)
         return false;
     }
     return true;
+}
+
+static unsigned long jobs_of_user(const struct gpuqd *d, uid_t uid)
+{
+    unsigned long n = 0;
+    for (size_t i = 0; i < d->n_jobs; i++)
+        n += d->jobs[i]->j.uid == uid;
+    return n;
 }
 
 /* A new job from the request body; replies and returns NULL on a bad request. */
@@ -116,7 +129,15 @@ void api_submit(struct api_call *c)
     }
     struct gpuqd *d = c->d;
     pthread_mutex_lock(&d->lock);
-    q->j.submit_time = gpuqd_now();
+    if (jobs_of_user(d, q->j.uid) >= d->cfg.sched.max_jobs_per_user) {
+        pthread_mutex_unlock(&d->lock);
+        http_reply_error(c->reply, 429, "you have %lu jobs pending or running, this node's "
+                         "max_jobs_per_user", d->cfg.sched.max_jobs_per_user);
+        qjob_free(q);
+        api_audit(c, "refused");
+        return;
+    }
+    q->j.submit_time = clock_wall_sec();
     /* The job and its first event in one transaction: one fsync before the reply. */
     int r = store_begin(d->store, &e);
     if (r == 0)
@@ -139,7 +160,7 @@ void api_submit(struct api_call *c)
     }
     if (q->j.id > d->last_id)
         d->last_id = q->j.id;
-    json_t *job = jobs_to_json(d, &q->j, q->queue, q, true);
+    json_t *job = jobs_to_json(d, &q->j, q->queue, q, JOBS_JSON_PRIVATE);
     pthread_mutex_unlock(&d->lock);
     log_info("job %llu: submitted by uid %u to queue %s", (unsigned long long)q->j.id,
              (unsigned)q->j.uid, d->cfg.sched.queues[q->queue].name);
@@ -214,7 +235,7 @@ static void estimate(struct gpuqd *d)
             .job = &d->jobs[i]->j, .queue = d->jobs[i]->queue, .usage = u ? *u : 0};
     }
     struct sched_input in;
-    schedule_input(d, sj, gpuqd_now(), &in);
+    schedule_input(d, sj, clock_wall_sec(), &in);
     if (sched_order(&in, &order, &n) < 0 || sched_estimate(&in, ESTIMATE_MAX, start) < 0)
         return;
     for (size_t k = 0; k < n; k++)
@@ -247,8 +268,8 @@ static int stored_job(struct job *j, const char *spec_json, void *userdata)
         j->spec.queue ? sched_config_queue(&d->cfg.sched, j->spec.queue) : NULL;
     unsigned queue = qu ? (unsigned)(qu - d->cfg.sched.queues) : 0;
     if (filter_match(l->f, d, j, queue)) {
-        bool full = l->c->admin || l->c->req->peer.uid == j->uid;
-        json_array_append_new(l->jobs, jobs_to_json(d, j, queue, NULL, full));
+        bool own = l->c->admin || l->c->req->peer.uid == j->uid;
+        json_array_append_new(l->jobs, jobs_to_json(d, j, queue, NULL, own ? JOBS_JSON_PRIVATE : 0));
     }
     job_spec_done(&j->spec);
     return 0;
@@ -287,8 +308,9 @@ void api_list(struct api_call *c)
             const struct qjob *q = sorted[i];
             if (!filter_match(&f, d, &q->j, q->queue))
                 continue;
-            bool full = c->admin || c->req->peer.uid == q->j.uid;
-            json_array_append_new(jobs, jobs_to_json(d, &q->j, q->queue, q, full));
+            bool own = c->admin || c->req->peer.uid == q->j.uid;
+            json_array_append_new(jobs,
+                                  jobs_to_json(d, &q->j, q->queue, q, own ? JOBS_JSON_PRIVATE : 0));
         }
     }
     pthread_mutex_unlock(&d->lock);
@@ -319,7 +341,8 @@ static int found_job(struct job *j, const char *spec_json, void *userdata)
         j->spec.queue ? sched_config_queue(&f->d->cfg.sched, j->spec.queue) : NULL;
     f->uid = j->uid;
     f->full = f->c->admin || f->c->req->peer.uid == j->uid;
-    f->job = jobs_to_json(f->d, j, qu ? (unsigned)(qu - f->d->cfg.sched.queues) : 0, NULL, f->full);
+    f->job = jobs_to_json(f->d, j, qu ? (unsigned)(qu - f->d->cfg.sched.queues) : 0, NULL,
+                          f->full ? JOBS_JSON_PRIVATE | JOBS_JSON_ENV : 0);
     job_spec_done(&j->spec);
     return 0;
 }
@@ -339,7 +362,8 @@ static json_t *lookup(struct api_call *c, uint64_t id, uid_t *ret_uid)
     if (q) {
         estimate(d);
         *ret_uid = q->j.uid;
-        return jobs_to_json(d, &q->j, q->queue, q, c->admin || c->req->peer.uid == q->j.uid);
+        bool own = c->admin || c->req->peer.uid == q->j.uid;
+        return jobs_to_json(d, &q->j, q->queue, q, own ? JOBS_JSON_PRIVATE | JOBS_JSON_ENV : 0);
     }
     struct found f = {.d = d, .c = c};
     if (store_job_get(d->store, id, found_job, &f, NULL) < 0 || !f.job) {

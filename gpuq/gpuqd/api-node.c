@@ -75,7 +75,7 @@ void api_queues(struct api_call *c)
     struct gpuqd *d = c->d;
     json_t *queues = json_array();
     pthread_mutex_lock(&d->lock);
-    time_t now = (time_t)gpuqd_now();
+    time_t now = (time_t)clock_wall_sec();
     for (unsigned i = 0; i < d->cfg.sched.n_queues; i++)
         json_array_append_new(queues, queue_json(d, i, now));
     json_t *o = json_pack("{s:o, s:b, s:I, s:I, s:s*}", "queues", queues, "drained", d->drained,

@@ -27,13 +27,6 @@
 #include "lib/roles.h"
 #include "lib/service.h"
 
-double gpuqd_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int make_dir(const char *path, mode_t mode, struct errmsg *e)
 {
     if (mkdir(path, mode) < 0 && errno != EEXIST)

@@ -85,10 +85,6 @@ struct gpuqd {
     struct http_server *metrics;
 };
 
-/* The wall clock (UNIX seconds with the fraction): job times are shown to users and survive a
- * restart, so they are wall-clock times; libfaketime moves it in the tests. */
-double gpuqd_now(void);
-
 /* jobs.c */
 struct qjob *jobs_find(struct gpuqd *d, uint64_t id);
 int jobs_add(struct gpuqd *d, struct qjob *q);
@@ -101,9 +97,16 @@ void jobs_purge(struct gpuqd *d, double now);
 /* Writes the job's state to the store and records an event (text may be NULL), then wakes
  * every waiter. Returns 0 or the store's error. */
 int jobs_save(struct gpuqd *d, struct qjob *q, const char *event, struct errmsg *e);
-/* The job as the API shows it; full (command, environment) for its owner or an admin. */
+/* What of a job the API shows beyond its public fields: its command and working directory
+ * (to its owner and admins), and its environment (the same, in `show` only: a list of many
+ * jobs with every environment would be megabytes). */
+enum {
+    JOBS_JSON_PRIVATE = 1 << 0,
+    JOBS_JSON_ENV = 1 << 1,
+};
+/* The job as the API shows it; what (JOBS_JSON_*) says how much. NULL on ENOMEM. */
 json_t *jobs_to_json(const struct gpuqd *d, const struct job *j, unsigned queue,
-                     const struct qjob *active, bool full);
+                     const struct qjob *active, unsigned what);
 const char *jobs_user_name(uid_t uid, char *buf, size_t size);
 /* GPUs and MIG instances held by running and stopping jobs. */
 unsigned jobs_gpus_allocated(const struct gpuqd *d);

@@ -13,6 +13,7 @@
 #include "gpuq/spec/job-spec.h"
 #include "gpuq/store/store.h"
 #include "lib/log.h"
+#include "lib/clock.h"
 #include "lib/macro.h"
 #include "lib/rm-tree.h"
 
@@ -108,7 +109,7 @@ int jobs_save(struct gpuqd *d, struct qjob *q, const char *event, struct errmsg 
 {
     int r = store_job_update(d->store, &q->j, e);
     if (r == 0 && event)
-        r = store_event_add(d->store, q->j.id, gpuqd_now(), event, e);
+        r = store_event_add(d->store, q->j.id, clock_wall_sec(), event, e);
     pthread_cond_broadcast(&d->changed);
     return r;
 }
@@ -180,14 +181,14 @@ static void set_exit(json_t *o, const struct job *j)
 }
 
 json_t *jobs_to_json(const struct gpuqd *d, const struct job *j, unsigned queue,
-                     const struct qjob *active, bool full)
+                     const struct qjob *active, unsigned what)
 {
     char user[64], log[512];
     const struct queue *q = &d->cfg.sched.queues[queue];
     const char *sig = sigabbrev_np(j->spec.checkpoint_signal);
     json_t *o = json_pack(
         "{s:I, s:s, s:s, s:I, s:s, s:s*, s:i, s:s, s:s, s:b, s:b, s:o, s:o, s:o, s:o, s:o, s:o,"
-        " s:I, s:I, s:s*, s:s*, s:I, s:I, s:I, s:I, s:o, s:s*, s:f, s:o}",
+        " s:I, s:I, s:s*, s:I, s:I, s:I, s:I, s:o, s:s*, s:f, s:o}",
         "id", (json_int_t)j->id, "name", j->spec.name ? j->spec.name : "", "user",
         jobs_user_name(j->uid, user, sizeof(user)), "uid", (json_int_t)j->uid, "queue", q->name,
         "priority_class", j->spec.priority_class, "priority", j->priority, "state",
@@ -196,7 +197,7 @@ json_t *jobs_to_json(const struct gpuqd *d, const struct job *j, unsigned queue,
         time_or_null(j->start_time), "end_time", time_or_null(j->end_time), "first_start_time",
         time_or_null(j->first_start_time), "time_limit", time_or_null(sched_time_limit(j, q)),
         "gpus", gpus_json(&j->spec.res), "cpu_milli", (json_int_t)j->spec.res.cpu_milli,
-        "mem_bytes", (json_int_t)j->spec.res.mem_bytes, "image", j->spec.image, "cwd", j->spec.cwd,
+        "mem_bytes", (json_int_t)j->spec.res.mem_bytes, "image", j->spec.image,
         "failures", (json_int_t)j->failures, "backoff_limit", (json_int_t)j->spec.backoff_limit,
         "preemptions", (json_int_t)j->preemptions, "runs", (json_int_t)j->runs, "last_checkpoint",
         time_or_null(j->last_checkpoint), "checkpoint_signal", sig, "grace", j->spec.grace_s,
@@ -207,10 +208,13 @@ json_t *jobs_to_json(const struct gpuqd *d, const struct job *j, unsigned queue,
     json_object_set_new(o, "allocated", allocated_json(d, j));
     if (runs_log_path(d, j->id, log, sizeof(log)) == 0)
         json_object_set_new(o, "log", json_string(log));
-    if (full) {
+    if (what & JOBS_JSON_PRIVATE) {
         json_object_set_new(o, "command", strv_json(j->spec.argv));
-        json_object_set_new(o, "env", strv_json(j->spec.env));
+        if (j->spec.cwd)
+            json_object_set_new(o, "cwd", json_string(j->spec.cwd));
     }
+    if ((what & JOBS_JSON_PRIVATE) && (what & JOBS_JSON_ENV))
+        json_object_set_new(o, "env", strv_json(j->spec.env));
     if (active) {
         json_object_set_new(o, "borrowing", json_boolean(active->borrowing));
         if (j->state == JOB_PENDING) {

@@ -51,7 +51,7 @@ static int watch_add(struct watch *w, int fd, uint64_t id)
 static int work(struct gpuqd *d, struct watch *w, int signal_fd)
 {
     pthread_mutex_lock(&d->lock);
-    double now = gpuqd_now();
+    double now = clock_wall_sec();
     uint64_t mono = clock_now_msec();
     runs_timers(d, now); /* time limits first: what they stop frees capacity for the pass */
     uint64_t since = mono - d->last_pass_msec;

@@ -19,6 +19,7 @@
 #include "gpuq/run/run-spec.h"
 #include "lib/fileio.h"
 #include "lib/log.h"
+#include "lib/clock.h"
 #include "lib/macro.h"
 #include "lib/names.h"
 #include "lib/strv.h"
@@ -124,7 +125,7 @@ int runs_start(struct gpuqd *d, struct qjob *q, const struct res_set *slots)
         start_failed(d, q, e.text);
         return 0;
     }
-    double now = gpuqd_now();
+    double now = clock_wall_sec();
     schedule_record_wait(d, q, now);
     q->pidfd = pidfd_of(pid);
     j->state = JOB_RUNNING;
@@ -179,7 +180,7 @@ static void start_failed(struct gpuqd *d, struct qjob *q, const char *why)
     snprintf(event, sizeof(event), "could not start: %s", why);
     log_warning("job %llu: %s", (unsigned long long)q->j.id, event);
     q->j.runs++;
-    run_failed(d, q, gpuqd_now(), "LaunchFailed");
+    run_failed(d, q, clock_wall_sec(), "LaunchFailed");
     if (jobs_save(d, q, event, &e) < 0)
         log_error("job %llu: %s", (unsigned long long)q->j.id, e.text);
 }
@@ -208,30 +209,53 @@ static int signal_job(const struct gpuqd *d, const struct job *j, int sig)
     return run_signal(has_scope ? scope : NULL, pgid_of(d, j->id), sig);
 }
 
+/* A job already stopping: a cancel wins over a preemption (the job must not come back) and
+ * ends it now (as a second scancel does); a tighter cap (a drain's) brings its deadline in. */
+static int stop_again(struct gpuqd *d, struct qjob *q, enum job_stop_reason why, double grace_max)
+{
+    struct job *j = &q->j;
+    struct errmsg e = {{0}};
+    double now = clock_wall_sec();
+    const char *event = NULL;
+    if (why == JOB_STOP_CANCEL) {
+        j->stop_reason = why;
+        j->stop_deadline = now;
+        snprintf(j->reason, sizeof(j->reason), "Cancelled");
+        event = "cancelled while stopping: SIGKILL sent";
+    } else if (grace_max > 0 && j->stop_deadline > now + grace_max) {
+        j->stop_deadline = now + grace_max;
+        event = "grace cut short by a drain";
+    }
+    if (j->stop_deadline <= now)
+        signal_job(d, j, SIGKILL);
+    return jobs_save(d, q, event, &e);
+}
+
 int runs_stop(struct gpuqd *d, struct qjob *q, enum job_stop_reason why, double grace_max)
 {
     struct job *j = &q->j;
     struct errmsg e = {{0}};
-    double now = gpuqd_now();
-    if (j->state == JOB_STOPPING) {
-        /* A cancel wins over a preemption (the job must not come back), and never extends the
-         * grace already running. */
-        if (why == JOB_STOP_CANCEL)
-            j->stop_reason = why;
-        return jobs_save(d, q, why == JOB_STOP_CANCEL ? "cancelled while stopping" : NULL, &e);
-    }
+    double now = clock_wall_sec();
+    if (j->state == JOB_STOPPING)
+        return stop_again(d, q, why, grace_max);
+    /* The job's own grace, within the node's max_grace (a job stored before the config
+     * lowered it) and the caller's cap. */
     double grace = j->spec.grace_s;
+    if (grace > d->cfg.sched.max_grace_s)
+        grace = d->cfg.sched.max_grace_s;
     if (grace_max > 0 && grace > grace_max)
         grace = grace_max;
     int sig = why == JOB_STOP_CANCEL ? SIGTERM : j->spec.checkpoint_signal;
     j->state = JOB_STOPPING;
     j->stop_reason = why;
     j->stop_deadline = now + grace;
+    if (why == JOB_STOP_CANCEL)
+        snprintf(j->reason, sizeof(j->reason), "Cancelled");
     signal_job(d, j, SIGCONT);
     int r = signal_job(d, j, grace > 0 ? sig : SIGKILL);
     char event[128];
-    snprintf(event, sizeof(event), "%s: SIG%s sent, SIGKILL after %.0fs", job_stop_reason_name(why),
-             sigabbrev_np(grace > 0 ? sig : SIGKILL), grace);
+    snprintf(event, sizeof(event), "%s: SIG%s sent, SIGKILL after %.0fs",
+             job_stop_reason_name(why), sigabbrev_np(grace > 0 ? sig : SIGKILL), grace);
     if (r < 0)
         log_warning("job %llu: signalling: %s", (unsigned long long)j->id, strerror(-r));
     log_info("job %llu: %s", (unsigned long long)j->id, event);
@@ -270,7 +294,7 @@ int runs_reap(struct gpuqd *d, struct qjob *q)
     struct errmsg e = {{0}};
     char path[512];
     /* The run's last stretch counts in its user's fair share too. */
-    schedule_account(d, gpuqd_now());
+    schedule_account(d, clock_wall_sec());
     /* gpuq-run is our child unless gpuqd restarted since it started. */
     if (j->pid > 0)
         while (waitpid(j->pid, NULL, WNOHANG) < 0 && errno == EINTR)
@@ -285,7 +309,7 @@ int runs_reap(struct gpuqd *d, struct qjob *q)
         note = NULL;
     else
         signal_job(d, j, SIGKILL); /* what may be left of it must not hold the GPUs */
-    double now = gpuqd_now();
+    double now = clock_wall_sec();
     j->exit_status = x.status;
     j->pid = 0;
     j->pid_start = 0;

@@ -12,6 +12,7 @@
 #include "gpuq/policy/calendar.h"
 #include "gpuq/store/store.h"
 #include "lib/log.h"
+#include "lib/clock.h"
 #include "lib/macro.h"
 
 void schedule_wake(struct gpuqd *d)
@@ -32,7 +33,7 @@ double *schedule_usage(struct gpuqd *d, unsigned queue, uid_t uid, bool add)
     if (!u)
         return NULL;
     d->usage = u;
-    d->usage[d->n_usage] = (struct usage){.queue = queue, .uid = uid, .time = gpuqd_now()};
+    d->usage[d->n_usage] = (struct usage){.queue = queue, .uid = uid, .time = clock_wall_sec()};
     return &d->usage[d->n_usage++].value;
 }
 

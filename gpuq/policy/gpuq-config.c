@@ -260,7 +260,10 @@ static int load_scheduler(struct config *c, struct sched_config *sc, struct errm
                                  &sc->fairshare_half_life_s, e)) < 0 ||
         (r = config_get_duration(c, s, "starve_after", 3600.0, &sc->starve_after_s, e)) < 0 ||
         (r = config_get_duration(c, s, "backoff_base", 10.0, &sc->backoff_base_s, e)) < 0 ||
-        (r = config_get_duration(c, s, "backoff_max", 360.0, &sc->backoff_max_s, e)) < 0)
+        (r = config_get_duration(c, s, "backoff_max", 360.0, &sc->backoff_max_s, e)) < 0 ||
+        (r = config_get_duration(c, s, "max_grace", 900.0, &sc->max_grace_s, e)) < 0 ||
+        (r = config_get_uint(c, s, "max_jobs_per_user", 5000, 1, 1000000, &sc->max_jobs_per_user,
+                             e)) < 0)
         return r;
     if (sc->fairshare_half_life_s <= 0)
         return fail(c, s, "fairshare_half_life", e, -EINVAL, "must be longer than 0");

@@ -17,6 +17,8 @@
  *   starve_after = DURATION    default 1h
  *   backoff_base = DURATION    a failed job's first wait before its retry; default 10s
  *   backoff_max = DURATION     default 6m; not below backoff_base
+ *   max_grace = DURATION       the longest checkpoint grace a job may ask for; default 15m
+ *   max_jobs_per_user = N      a user's pending and running jobs at once; default 5000
  *   default_priority_class = NAME    a [priority-class.NAME]; default none (priority 0)
  *
  *   [priority-class.NAME]

@@ -80,6 +80,10 @@ struct sched_config {
     double starve_after_s;        /* a job waiting longer gets capacity reserved */
     double backoff_base_s;        /* first retry after this; doubles each failure */
     double backoff_max_s;
+    unsigned long max_jobs_per_user; /* pending and running at once: one user cannot make the
+                                        root daemon hold more */
+    double max_grace_s;           /* the longest grace a job may ask for (and gets): a stop, a
+                                     preemption, a time limit end within it */
     unsigned n_queues;
     struct queue *queues; /* the first is the default queue */
     unsigned n_classes;

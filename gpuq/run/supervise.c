@@ -65,13 +65,6 @@ struct child_failure {
     int err;
 };
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Adds to the exit record's note and, when the log is open, a line of the log: the user reads
  * the log, gpuqd the record. */
 static void note_add(struct sup *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -340,7 +333,7 @@ static int start_child(struct sup *p, struct errmsg *e)
     _cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null_fd < 0)
         return errmsg_set(e, negative_errno(), "/dev/null: %m");
-    p->x.start = wall_now();
+    p->x.start = clock_wall_sec();
     pid_t pid = fork();
     if (pid < 0)
         return errmsg_set(e, negative_errno(), "fork: %m");
@@ -441,7 +434,7 @@ static void end_job(struct sup *p)
     int status = 0;
     while (waitpid(p->child, &status, 0) < 0 && errno == EINTR)
         ;
-    p->x.end = wall_now();
+    p->x.end = clock_wall_sec();
     run_exit_set_status(&p->x, status);
     int r = reap_leftovers(deadline);
     if (r < 0)
@@ -500,7 +493,7 @@ int supervise_run(const struct run_spec *s, struct errmsg *e)
         end_job(&p);
     } else {
         note_add(&p, "not started: %s", why.text);
-        p.x.start = p.x.end = wall_now();
+        p.x.start = p.x.end = clock_wall_sec();
         run_exit_set_status(&p.x, W_EXITCODE(RUN_EXIT_SETUP, 0));
         if (p.scope)
             (void)cgroup_remove_tree(p.scope);

@@ -988,6 +988,10 @@ int spec_yaml_parse(const char *text, size_t len, json_t **ret_request, struct e
     r = yjob_finish(&j, root, e);
     if (r < 0)
         return r;
+    /* Kueue creates its Jobs suspended and admits them by unsuspending: with Kueue's queue label,
+     * gpuq is that admission, and suspend: true does not hold the job. */
+    if (json_is_true(json_object_get(j.req, "held")) && json_object_get(j.req, "queue"))
+        json_object_del(j.req, "held");
     *ret_request = TAKE_PTR(j.req);
     return 0;
 }

@@ -92,9 +92,41 @@ static void test_records(void **state)
     json_decref(log);
 }
 
+static void test_big_and_refused_requests_are_bounded(void **state)
+{
+    char dir[] = "/tmp/test-audit-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/audit.log", dir);
+    struct audit *a = NULL;
+    assert_int_equal(audit_open(path, &a, NULL), 0);
+    _cleanup_free_ char *big = malloc(40000);
+    memset(big, 'x', 39999);
+    big[39999] = '\0';
+    json_t *req = json_pack("{s:s}", "env", big);
+    assert_int_equal(audit_record(a, 0, 0, 1, "POST", "/v1/jobs", req, 0, "requested"), 0);
+    /* A flood of refused submits is limited like denied ones. */
+    for (int i = 0; i < 200; i++)
+        assert_int_equal(audit_record(a, 4242, 4242, 9, "POST", "/v1/jobs", req, 400, "refused"), 0);
+    json_decref(req);
+    audit_close(a);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[1024];
+    unsigned n = 0;
+    assert_non_null(fgets(line, sizeof(line), f));
+    assert_non_null(strstr(line, "\"omitted_bytes\":40009"));
+    while (fgets(line, sizeof(line), f))
+        n++;
+    fclose(f);
+    assert_true(n >= 10 && n <= 20);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_big_and_refused_requests_are_bounded),
         cmocka_unit_test(test_records),
     };
     return test_run_cases(tests);

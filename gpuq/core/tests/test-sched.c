@@ -142,10 +142,13 @@ static void test_higher_queue_priority_first(void **state)
     w->queues[1].priority = 10;
     size_t low = add_job(w, 0, 1, JOB_PENDING);
     size_t high = add_job(w, 1, 1, JOB_PENDING);
+    size_t lower = add_job(w, 0, 1, JOB_PENDING);
     pass(w, 100);
     assert_true(started(w, high));
     assert_false(started(w, low));
-    assert_string_equal(w->res.reasons[low], "Priority");
+    /* The first in line waits for capacity, the one behind it for the one ahead. */
+    assert_string_equal(w->res.reasons[low], "Resources");
+    assert_string_equal(w->res.reasons[lower], "Priority");
     world_free(w);
 }
 
@@ -362,7 +365,7 @@ static void test_without_starvation_no_reservation(void **state)
     size_t long_job = add_job(w, 0, 1, JOB_PENDING);
     pass(w, 10);
     assert_true(started(w, long_job));
-    assert_string_equal(w->res.reasons[big], "Priority");
+    assert_string_equal(w->res.reasons[big], "Resources");
     world_free(w);
 }
 

@@ -235,6 +235,14 @@ static void test_accepted_forms(void **state)
                                       "", "      priorityClassName: low\n", "");
     json_auto_t *re = yaml_ok(e);
     assert_string_equal(str(re, "priority_class"), "urgent");
+
+    /* A Job written for Kueue is created suspended for Kueue to admit: gpuq admits it */
+    _cleanup_free_ char *f = job_with("  labels:\n"
+                                      "    kueue.x-k8s.io/queue-name: batch\n",
+                                      "  suspend: true\n", "", "");
+    json_auto_t *rf = yaml_ok(f);
+    assert_null(json_object_get(rf, "held"));
+    assert_string_equal(str(rf, "queue"), "batch");
 }
 
 static void test_names(void **state)

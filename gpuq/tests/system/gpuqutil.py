@@ -64,11 +64,21 @@ def cgroup_kill_tree(path):
     path = Path(path)
     if not path.exists():
         return
+    def pids():
+        # gpuq-run removes scopes meanwhile: a cgroup gone between listing and reading is empty.
+        out = []
+        for f in path.rglob("cgroup.procs"):
+            try:
+                out += [int(p) for p in f.read_text().split()]
+            except FileNotFoundError:
+                pass
+        return out
+
     for _ in range(50):
-        pids = [int(p) for f in path.rglob("cgroup.procs") for p in f.read_text().split()]
-        if not pids:
+        found = pids()
+        if not found:
             break
-        for pid in pids:
+        for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -244,3 +244,25 @@ def test_time_limit_and_active_deadline(gpuqd, workdir, users):
     assert 2 <= job["end_time"] - job["start_time"] <= 4.5
     job = d.wait_state(deadline, "TIMEOUT", timeout=20)
     assert job["reason"] == "DeadlineExceeded"
+
+
+def test_no_grace_outlasts_the_admin(gpuqd, workdir, users):
+    """A job that ignores its signal and asks for a long grace: the node's max_grace refuses a
+    longer one, a second cancel ends it at once, a drain's cap shortens a grace running."""
+    d = gpuqd(config=QUEUES.replace("[scheduler]\n", "[scheduler]\nmax_grace = 10m\n"))
+    ann = users.user("ann")
+    shared = workdir / "shared"
+    deaf = gu.script(workdir, "deaf.sh", "trap '' TERM USR1\nwhile :; do sleep 0.1; done\n")
+    r = gpuq(d, "submit", "--grace", "1h", "--", deaf, user=ann, cwd=shared, check=False)
+    assert r.returncode != 0 and "max_grace" in r.stderr, r.stderr
+    a = submit(d, "--grace", "9m", "--", deaf, user=ann, cwd=shared)
+    b = submit(d, "--grace", "9m", "--", deaf, user=ann, cwd=shared)
+    d.wait_state(a, "RUNNING")
+    d.wait_state(b, "RUNNING")
+    gpuq(d, "cancel", a, user=ann)
+    assert d.job(a)["state"] == "STOPPING"
+    gpuq(d, "cancel", a)  # again: now
+    assert d.wait_state(a, "CANCELLED", timeout=10)["reason"] == "Cancelled"
+    gpuq(d, "drain", "--grace-max", "1", "--wait", "10")
+    job = d.wait_state(b, "PENDING", timeout=10)
+    assert job["preemptions"] == 1
