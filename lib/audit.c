@@ -101,11 +101,13 @@ int audit_record(struct audit *a, uid_t uid, gid_t gid, pid_t pid, const char *m
     strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
     user_name(uid, user, sizeof(user));
 
-    json_t *rec =
-        json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:O, s:i, s:s}", "time", stamp, "user", user,
-                  "uid", (json_int_t)uid, "gid", (json_int_t)gid, "pid", (json_int_t)pid, "method",
-                  method, "path", path, "request", big ? big : request ? request : json_null(),
-                  "status", (int)status, "outcome", outcome);
+    json_t *rec = json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:O, s:i, s:s}", "time", stamp,
+                            "user", user, "uid", (json_int_t)uid, "gid", (json_int_t)gid, "pid",
+                            (json_int_t)pid, "method", method, "path", path, "request",
+                            big       ? big
+                            : request ? request
+                                      : json_null(),
+                            "status", (int)status, "outcome", outcome);
     json_decref(big);
     if (!rec)
         return -ENOMEM;

@@ -136,7 +136,6 @@ static bool valid_label_name(const char *s)
     return true;
 }
 
-
 static bool ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);

@@ -11,7 +11,10 @@ size_t utf8_char_len(const char *s, size_t n)
         return 0;
     if (p[0] < 0x80)
         return 1;
-    size_t len = (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3 : (p[0] & 0xf8) == 0xf0 ? 4 : 0;
+    size_t len = (p[0] & 0xe0) == 0xc0   ? 2
+                 : (p[0] & 0xf0) == 0xe0 ? 3
+                 : (p[0] & 0xf8) == 0xf0 ? 4
+                                         : 0;
     if (len == 0 || len > n)
         return 0;
     uint32_t cp = p[0] & (0x7f >> len);
@@ -42,7 +45,10 @@ bool utf8_valid(const char *s)
 static bool could_complete(const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
-    size_t len = (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3 : (p[0] & 0xf8) == 0xf0 ? 4 : 0;
+    size_t len = (p[0] & 0xe0) == 0xc0   ? 2
+                 : (p[0] & 0xf0) == 0xe0 ? 3
+                 : (p[0] & 0xf8) == 0xf0 ? 4
+                                         : 0;
     if (len <= n)
         return false;
     for (size_t i = 1; i < n; i++)

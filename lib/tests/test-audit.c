@@ -106,7 +106,8 @@ static void test_big_and_refused_requests_are_bounded(void **state)
     assert_int_equal(audit_record(a, 0, 0, 1, "POST", "/v1/jobs", req, 0, "requested"), 0);
     /* A flood of refused submits is limited like denied ones. */
     for (int i = 0; i < 200; i++)
-        assert_int_equal(audit_record(a, 4242, 4242, 9, "POST", "/v1/jobs", req, 400, "refused"), 0);
+        assert_int_equal(audit_record(a, 4242, 4242, 9, "POST", "/v1/jobs", req, 400, "refused"),
+                         0);
     json_decref(req);
     audit_close(a);
     FILE *f = fopen(path, "r");

@@ -33,7 +33,10 @@ static void test_valid_and_invalid(void **state)
 
 static void test_sanitize(void **state)
 {
-    char s[] = "a\xc0\x80" "b\xed\xa0\x80" "c\xff" "d€";
+    char s[] = "a\xc0\x80"
+               "b\xed\xa0\x80"
+               "c\xff"
+               "d€";
     size_t n = strlen(s);
     assert_int_equal(utf8_sanitize(s, n, false), n);
     assert_string_equal(s, "a??b???c?d€");
