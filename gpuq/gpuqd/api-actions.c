@@ -160,7 +160,6 @@ void api_checkpoint_self(struct api_call *c)
     act_on(c, id, "checkpoint");
 }
 
-
 void api_log(struct api_call *c, uint64_t id)
 {
     struct gpuqd *d = c->d;

@@ -131,8 +131,10 @@ void api_submit(struct api_call *c)
     pthread_mutex_lock(&d->lock);
     if (jobs_of_user(d, q->j.uid) >= d->cfg.sched.max_jobs_per_user) {
         pthread_mutex_unlock(&d->lock);
-        http_reply_error(c->reply, 429, "you have %lu jobs pending or running, this node's "
-                         "max_jobs_per_user", d->cfg.sched.max_jobs_per_user);
+        http_reply_error(c->reply, 429,
+                         "you have %lu jobs pending or running, this node's "
+                         "max_jobs_per_user",
+                         d->cfg.sched.max_jobs_per_user);
         qjob_free(q);
         api_audit(c, "refused");
         return;
@@ -269,7 +271,8 @@ static int stored_job(struct job *j, const char *spec_json, void *userdata)
     unsigned queue = qu ? (unsigned)(qu - d->cfg.sched.queues) : 0;
     if (filter_match(l->f, d, j, queue)) {
         bool own = l->c->admin || l->c->req->peer.uid == j->uid;
-        json_array_append_new(l->jobs, jobs_to_json(d, j, queue, NULL, own ? JOBS_JSON_PRIVATE : 0));
+        json_array_append_new(l->jobs,
+                              jobs_to_json(d, j, queue, NULL, own ? JOBS_JSON_PRIVATE : 0));
     }
     job_spec_done(&j->spec);
     return 0;

@@ -25,8 +25,8 @@ static json_t *audit_body(json_t *body)
         return json_incref(body);
     json_t *copy = json_copy(body);
     if (copy)
-        json_object_set_new(copy, "env", json_pack("{s:I}", "variables",
-                                                   (json_int_t)json_array_size(env)));
+        json_object_set_new(copy, "env",
+                            json_pack("{s:I}", "variables", (json_int_t)json_array_size(env)));
     return copy;
 }
 

@@ -104,13 +104,15 @@ static void setup_cgroups(struct gpuqd *d)
         *slash = '\0';
     if (r < 0 || !cgroup_ours_to_change(self)) {
         log_warning("jobs run without a cgroup of their own (no limits, no scope for gpumon): %s",
-                    r < 0 ? "no cgroup v2 in sight" : "gpuqd's cgroup is not delegated to it "
-                                                      "(systemd: Delegate=yes)");
+                    r < 0 ? "no cgroup v2 in sight"
+                          : "gpuqd's cgroup is not delegated to it "
+                            "(systemd: Delegate=yes)");
         return;
     }
     if (!leaf)
         log_notice("job CPU and memory limits need gpuqd started in %s/daemon (systemd 254+: "
-                   "DelegateSubgroup=daemon); jobs run without them", self);
+                   "DelegateSubgroup=daemon); jobs run without them",
+                   self);
     else if (cgroup_attr_write(self, "cgroup.subtree_control", "+cpu +memory") < 0)
         log_notice("cpu and memory controllers not available below %s: no job limits", self);
     d->cgroup_parent = TAKE_PTR(self);

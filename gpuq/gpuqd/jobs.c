@@ -197,9 +197,9 @@ json_t *jobs_to_json(const struct gpuqd *d, const struct job *j, unsigned queue,
         time_or_null(j->start_time), "end_time", time_or_null(j->end_time), "first_start_time",
         time_or_null(j->first_start_time), "time_limit", time_or_null(sched_time_limit(j, q)),
         "gpus", gpus_json(&j->spec.res), "cpu_milli", (json_int_t)j->spec.res.cpu_milli,
-        "mem_bytes", (json_int_t)j->spec.res.mem_bytes, "image", j->spec.image,
-        "failures", (json_int_t)j->failures, "backoff_limit", (json_int_t)j->spec.backoff_limit,
-        "preemptions", (json_int_t)j->preemptions, "runs", (json_int_t)j->runs, "last_checkpoint",
+        "mem_bytes", (json_int_t)j->spec.res.mem_bytes, "image", j->spec.image, "failures",
+        (json_int_t)j->failures, "backoff_limit", (json_int_t)j->spec.backoff_limit, "preemptions",
+        (json_int_t)j->preemptions, "runs", (json_int_t)j->runs, "last_checkpoint",
         time_or_null(j->last_checkpoint), "checkpoint_signal", sig, "grace", j->spec.grace_s,
         "eligible_time", time_or_null(j->eligible_time));
     if (!o)

@@ -254,8 +254,8 @@ int runs_stop(struct gpuqd *d, struct qjob *q, enum job_stop_reason why, double 
     signal_job(d, j, SIGCONT);
     int r = signal_job(d, j, grace > 0 ? sig : SIGKILL);
     char event[128];
-    snprintf(event, sizeof(event), "%s: SIG%s sent, SIGKILL after %.0fs",
-             job_stop_reason_name(why), sigabbrev_np(grace > 0 ? sig : SIGKILL), grace);
+    snprintf(event, sizeof(event), "%s: SIG%s sent, SIGKILL after %.0fs", job_stop_reason_name(why),
+             sigabbrev_np(grace > 0 ? sig : SIGKILL), grace);
     if (r < 0)
         log_warning("job %llu: signalling: %s", (unsigned long long)j->id, strerror(-r));
     log_info("job %llu: %s", (unsigned long long)j->id, event);

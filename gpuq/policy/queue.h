@@ -82,8 +82,8 @@ struct sched_config {
     double backoff_max_s;
     unsigned long max_jobs_per_user; /* pending and running at once: one user cannot make the
                                         root daemon hold more */
-    double max_grace_s;           /* the longest grace a job may ask for (and gets): a stop, a
-                                     preemption, a time limit end within it */
+    double max_grace_s;              /* the longest grace a job may ask for (and gets): a stop, a
+                                        preemption, a time limit end within it */
     unsigned n_queues;
     struct queue *queues; /* the first is the default queue */
     unsigned n_classes;
