@@ -61,6 +61,7 @@ struct job_spec {
     int checkpoint_signal;  /* SIGTERM unless asked */
     double grace_s;         /* checkpoint signal to SIGKILL */
     enum job_restart restart;
+    int umask; /* the submitter's (sbatch passes it as SLURM_UMASK); -1: 022 */
 };
 
 void job_spec_done(struct job_spec *s);

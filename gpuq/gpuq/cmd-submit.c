@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/clock.h"
@@ -246,6 +247,13 @@ static int request_from_file(const char *path, json_t *overrides, json_t **ret, 
 static int request_complete(json_t *req, struct errmsg *e)
 {
     extern char **environ;
+    /* The caller's umask, as sbatch passes it: files the job makes get the modes they would. */
+    if (!json_object_get(req, "umask")) {
+        mode_t mask = umask(022);
+        umask(mask);
+        if (json_object_set_new(req, "umask", json_integer(mask)) < 0)
+            return errmsg_set(e, -ENOMEM, "out of memory");
+    }
     if (!json_object_get(req, "cwd")) {
         _cleanup_free_ char *cwd = getcwd(NULL, 0);
         if (!cwd)

@@ -100,6 +100,7 @@ static int write_spec(struct gpuqd *d, const struct job *j, const struct res_set
         .log_path = log,
         .exit_path = exit_path,
         .pid_path = pid_path,
+        .umask = j->spec.umask >= 0 ? (unsigned)j->spec.umask : RUN_UMASK_DEFAULT,
     };
     return run_spec_write(spec_path, &rs, e);
 }

@@ -51,6 +51,7 @@ static const struct field fields[] = {
     F(cgroup_parent, FIELD_PATH, false),
     F(cpu_milli, FIELD_UINT, false),
     F(mem_bytes, FIELD_U64, false),
+    F(umask, FIELD_UINT, false),
     F(log_path, FIELD_PATH, true),
     F(exit_path, FIELD_PATH, true),
     F(pid_path, FIELD_PATH, true),
@@ -225,8 +226,10 @@ int run_spec_from_json(const char *text, size_t len, struct run_spec *ret, struc
     json_auto_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!o)
         return errmsg_set(e, -EINVAL, "run spec: line %d: %s", je.line, je.text);
-    struct run_spec s = {0};
+    struct run_spec s = {.umask = RUN_UMASK_DEFAULT};
     int r = from_object(o, &s, e);
+    if (r == 0 && s.umask > 0777)
+        r = errmsg_set(e, -EINVAL, "run spec: \"umask\": %#o is not a file mode mask", s.umask);
     if (r < 0) {
         run_spec_done(&s);
         return r;

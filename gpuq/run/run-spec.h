@@ -19,6 +19,8 @@
 
 #include "lib/errmsg.h"
 
+#define RUN_UMASK_DEFAULT 022
+
 /* Larger than any spec gpuqd writes (a job's environment is bounded by the API's body limit). */
 #define RUN_SPEC_MAX (4u << 20)
 
@@ -40,6 +42,7 @@ struct run_spec {
                             NULL: no scope (no limits, signals by process group) */
     unsigned cpu_milli;  /* CPU limit in thousandths of a CPU; 0: none */
     uint64_t mem_bytes;  /* memory limit; 0: none */
+    unsigned umask;      /* the job's umask (the submitter's); absent: RUN_UMASK_DEFAULT */
     char *log_path;      /* absolute: the job's stdout and stderr, appended; the folder is root's */
     char *exit_path;     /* absolute: the exit record (run-exit.h), written when the run ended */
     char *pid_path;      /* absolute: "<pgid>\n" of the job's process group, once started */

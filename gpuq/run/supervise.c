@@ -281,7 +281,7 @@ static _Noreturn void child_main(const struct sup *p, int null_fd, int report_fd
     int err = become_user(p);
     if (err)
         child_fail(report_fd, STAGE_CREDS, err);
-    umask(022);
+    umask((mode_t)p->s->umask);
     if (chdir(run_env_cwd(p->s)) < 0)
         child_fail(report_fd, STAGE_CHDIR, errno);
     /* execvp searches the PATH of environ: the job's, as the user. */

@@ -13,8 +13,8 @@
  *  3. The job's process: it enters the scope, makes its own process group, takes the log as
  *     stdout and stderr and /dev/null as stdin, becomes the user (supplementary groups, gid, uid;
  *     root stays root when the job is root's), goes to its working directory as the user,
- *     starts with no signal blocked or ignored and umask 022, and executes the command with the
- *     job's environment (run-env.h), PATH searched as the user would. A step that fails ends it
+ *     starts with no signal blocked or ignored and the spec's umask, and executes the command with
+ * the job's environment (run-env.h), PATH searched as the user would. A step that fails ends it
  *     with RUN_EXIT_* below, and why goes to the log and into the note.
  *  4. The supervisor waits. It forwards no signal (gpuqd signals the job directly) and, being a
  *     child subreaper, adopts what the job leaves behind.

@@ -492,6 +492,14 @@ static int f_restart_policy(struct spec_parse *p, json_t *v, struct errmsg *e)
     return errmsg_set(e, -EINVAL, "'%.64s' is not OnFailure or Never", s);
 }
 
+static int f_umask(struct spec_parse *p, json_t *v, struct errmsg *e)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0777)
+        return errmsg_set(e, -EINVAL, "must be a file mode mask, 0 to 0777 (511)");
+    p->s.umask = (int)json_integer_value(v);
+    return 0;
+}
+
 static int f_held(struct spec_parse *p, json_t *v, struct errmsg *e)
 {
     return get_bool(v, &p->held, e);
@@ -521,6 +529,7 @@ static const struct spec_field {
     {"grace", f_grace},
     {"restart_policy", f_restart_policy},
     {"held", f_held},
+    {"umask", f_umask},
 };
 
 static const struct spec_field *field_find(const char *key)
@@ -539,6 +548,7 @@ static void spec_parse_init(struct spec_parse *p)
     p->s.backoff_limit = SPEC_BACKOFF_LIMIT_DEFAULT;
     p->s.checkpoint_signal = SIGTERM;
     p->s.grace_s = SPEC_GRACE_DEFAULT_S;
+    p->s.umask = -1;
     p->s.restart = JOB_RESTART_ON_FAILURE;
 }
 
@@ -686,6 +696,8 @@ static int put_run(json_t *o, const struct job_spec *s)
         r = put_string(o, "restart_policy",
                        restart_names[s->restart == JOB_RESTART_NEVER ? JOB_RESTART_NEVER
                                                                      : JOB_RESTART_ON_FAILURE]);
+    if (r == 0 && s->umask >= 0)
+        r = put(o, "umask", json_integer(s->umask));
     return r;
 }
 

@@ -185,3 +185,19 @@ def test_gpumon_attributes_the_jobs_gpu_memory_by_its_scope(gpuqd, workdir, user
     finally:
         problem = gm.check_stopped(mon)
     assert not problem, problem
+
+
+def test_the_job_has_its_submitters_umask(gpuqd, workdir, users):
+    d = gpuqd(config=QUEUES)
+    ann = users.user("ann")
+    shared = workdir / "shared"
+    out = shared / "made-by-job"
+    argv = gu.gntest.as_user(ann, ["sh", "-c", f'umask 077; exec "$0" --socket {d.socket} submit '
+                                        f'--parsable -- sh -c "umask; touch {out}"',
+                            str(gu.gpuq_path())])
+    r = gu.subprocess.run(argv, capture_output=True, text=True, cwd=shared, timeout=30)
+    assert r.returncode == 0, r.stderr
+    jid = int(r.stdout)
+    assert d.wait_state(jid, ("COMPLETED", "FAILED"))["state"] == "COMPLETED"
+    assert d.joblog(jid).strip() == "0077"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
