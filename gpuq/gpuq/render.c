@@ -159,8 +159,10 @@ char *render_duration(double seconds, char *buf, size_t size)
 char *render_time(double t, int with_seconds, char *buf, size_t size)
 {
     struct tm tm;
-    time_t tt = (time_t)t;
-    if (!isfinite(t) || t <= 0 || t > 1e12 || !localtime_r(&tt, &tm) ||
+    /* Checked before the conversion: a NaN or a huge number does not fit a time_t. */
+    bool ok = isfinite(t) && t > 0 && t <= 1e12;
+    time_t tt = ok ? (time_t)t : 0;
+    if (!ok || !localtime_r(&tt, &tm) ||
         strftime(buf, size, with_seconds ? "%Y-%m-%d %H:%M:%S" : "%Y-%m-%d %H:%M", &tm) == 0)
         snprintf(buf, size, "-");
     return buf;

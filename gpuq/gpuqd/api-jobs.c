@@ -305,7 +305,8 @@ void api_list(struct api_call *c)
     estimate(d);
     _cleanup_free_ struct qjob **sorted = malloc((d->n_jobs ? d->n_jobs : 1) * sizeof(*sorted));
     if (sorted) {
-        memcpy(sorted, d->jobs, d->n_jobs * sizeof(*sorted));
+        if (d->n_jobs)
+            memcpy(sorted, d->jobs, d->n_jobs * sizeof(*sorted));
         qsort(sorted, d->n_jobs, sizeof(*sorted), cmp_position);
         for (size_t i = 0; i < d->n_jobs; i++) {
             const struct qjob *q = sorted[i];
