@@ -225,19 +225,13 @@ static bool filter_match(const struct filter *f, const struct gpuqd *d, const st
 /* Positions and estimated starts of the pending jobs, as of now. */
 static void estimate(struct gpuqd *d)
 {
-    _cleanup_free_ struct sched_job *sj = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*sj));
+    struct sched_input in;
+    _cleanup_free_ struct sched_job *sj = schedule_input(d, clock_wall_sec(), &in);
     _cleanup_free_ double *start = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*start));
     _cleanup_free_ size_t *order = NULL;
     size_t n = 0;
     if (!sj || !start)
         return;
-    for (size_t i = 0; i < d->n_jobs; i++) {
-        double *u = schedule_usage(d, d->jobs[i]->queue, d->jobs[i]->j.uid, false);
-        sj[i] = (struct sched_job){
-            .job = &d->jobs[i]->j, .queue = d->jobs[i]->queue, .usage = u ? *u : 0};
-    }
-    struct sched_input in;
-    schedule_input(d, sj, clock_wall_sec(), &in);
     if (sched_order(&in, &order, &n) < 0 || sched_estimate(&in, ESTIMATE_MAX, start) < 0)
         return;
     for (size_t k = 0; k < n; k++)

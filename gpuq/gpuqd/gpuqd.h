@@ -138,9 +138,9 @@ double *schedule_usage(struct gpuqd *d, unsigned queue, uid_t uid, bool add);
 void schedule_wake(struct gpuqd *d);
 /* Counts a job's wait (since submit, backoff or requeue) in the wait-time histogram. */
 void schedule_record_wait(struct gpuqd *d, const struct qjob *q, double now);
-/* The scheduler's view of the active jobs (sj parallel to d->jobs). */
-void schedule_input(struct gpuqd *d, const struct sched_job *sj, double now,
-                    struct sched_input *ret);
+/* The scheduler's view of the active jobs at now, in *ret: the returned array (malloc'd, the
+ * caller frees it; NULL on ENOMEM) is ret->jobs, parallel to d->jobs. */
+struct sched_job *schedule_input(struct gpuqd *d, double now, struct sched_input *ret);
 
 /* api*.c, metrics.c */
 int api_start(struct gpuqd *d, struct errmsg *e);

@@ -141,8 +141,7 @@ static int apply(struct gpuqd *d, const struct sched_result *res)
     return 0;
 }
 
-/* The pass's inputs: every active job, with its user's usage; sj[i] is d->jobs[i]. */
-static struct sched_job *inputs(struct gpuqd *d)
+struct sched_job *schedule_input(struct gpuqd *d, double now, struct sched_input *ret)
 {
     struct sched_job *sj = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*sj));
     for (size_t i = 0; sj && i < d->n_jobs; i++) {
@@ -150,12 +149,6 @@ static struct sched_job *inputs(struct gpuqd *d)
         double *u = schedule_usage(d, q->queue, q->j.uid, false);
         sj[i] = (struct sched_job){.job = &q->j, .queue = q->queue, .usage = u ? *u : 0};
     }
-    return sj;
-}
-
-void schedule_input(struct gpuqd *d, const struct sched_job *sj, double now,
-                    struct sched_input *ret)
-{
     *ret = (struct sched_input){.node = &d->node,
                                 .config = &d->cfg.sched,
                                 .quotas = d->quotas,
@@ -163,21 +156,21 @@ void schedule_input(struct gpuqd *d, const struct sched_job *sj, double now,
                                 .n_jobs = d->n_jobs,
                                 .now = now,
                                 .drained = d->drained};
+    return sj;
 }
 
 double schedule_pass(struct gpuqd *d, double now)
 {
     schedule_account(d, now);
     double next = update_quotas(d, now);
-    _cleanup_free_ struct sched_job *sj = inputs(d);
-    _cleanup_free_ bool *borrowing = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(bool));
     struct sched_input in;
+    _cleanup_free_ struct sched_job *sj = schedule_input(d, now, &in);
+    _cleanup_free_ bool *borrowing = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(bool));
     struct sched_result res = {0};
     if (!sj || !borrowing) {
         log_error("scheduling pass: out of memory");
         return now + 1;
     }
-    schedule_input(d, sj, now, &in);
     if (sched_pass(&in, &res) < 0) {
         log_error("scheduling pass: out of memory");
         return now + 1;
@@ -192,7 +185,7 @@ double schedule_pass(struct gpuqd *d, double now)
     if (apply(d, &res) < 0)
         log_error("scheduling pass: the store failed; decisions may be lost");
     sched_result_done(&res);
-    schedule_input(d, sj, now, &in);
+    /* in still describes the jobs: apply() changed their states in place, added none. */
     if (sched_borrowers(&in, borrowing) == 0)
         for (size_t i = 0; i < n; i++)
             d->jobs[i]->borrowing = borrowing[i];
