@@ -8,25 +8,41 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <time.h>
+#include <stdint.h>
 
 #include "lib/prom.h"
 #include "snapshot.h"
 
+/* Which dcgm families a render shows; gpumon's own families always show. */
+struct expose_selection {
+    uint64_t fields;             /* bit (1 << enum gpu_field) */
+    bool xid_errors;             /* DCGM_FI_DEV_XID_ERRORS */
+    bool driver_label;           /* the DCGM_FI_DRIVER_VERSION label on every dcgm series */
+    bool clock_throttle_reasons; /* DCGM 3's DCGM_FI_DEV_CLOCK_THROTTLE_REASONS beside DCGM 4's
+                                  * DCGM_FI_DEV_CLOCKS_EVENT_REASONS */
+};
+
 struct expose_opts {
     enum prom_format format;
-    /* Unix time of the scrape, for gpumon_sample_age_seconds; <= 0 reads CLOCK_REALTIME. */
-    double now;
-    /* CLOCK_MONOTONIC at the start of the request, for gpumon_scrape_duration_seconds; {0, 0}
-     * measures from the start of expose_render(). */
-    struct timespec started;
-    /* Tests set this for output that does not depend on the machine's speed: when true,
-     * gpumon_scrape_duration_seconds shows scrape_duration instead of a measurement. */
-    bool fixed_scrape_duration;
-    double scrape_duration;
     /* gpumon's version for gpumon_info; NULL: the version it was built as. */
     const char *version;
+    /* NULL: everything gpumon has (expose_select_all() without DCGM 3 names). */
+    const struct expose_selection *sel;
 };
+
+/* Everything, with or without DCGM 3's names of renamed fields. */
+void expose_select_all(struct expose_selection *ret, bool dcgm3_names);
+
+/* The dcgm names a selection can hold (what a dcgm-exporter collectors file may list and
+ * gpumon can show), into names, which must have room for EXPOSE_DCGM_NAMES_MAX. Returns how
+ * many. */
+#define EXPOSE_DCGM_NAMES_MAX (GF_COUNT + 3)
+size_t expose_dcgm_names(const char **names);
+
+/* The selection of the names whose selected[i] is set (names and n as expose_dcgm_names()
+ * gave them). */
+void expose_select(const char *const *names, const bool *selected, size_t n,
+                   struct expose_selection *ret);
 
 /* Renders s. Returns 0 with the malloc'd, NUL-terminated text in *ret_text and its length in
  * *ret_len (may be NULL); -ENOMEM; -EINVAL for an unknown format. The caller keeps its reference

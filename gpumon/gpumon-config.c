@@ -7,8 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "collectors.h"
 #include "lib/config.h"
 #include "lib/macro.h"
+#include "lib/strv.h"
 
 #define SECTION "gpumon"
 
@@ -23,6 +25,7 @@ enum setting {
     SET_NVML_LIBRARY,
     SET_PROC_ROOT,
     SET_SYSFS_ROOT,
+    SET_COLLECTORS,
     _SET_MAX,
 };
 
@@ -35,6 +38,7 @@ static const char *const setting_key[_SET_MAX] = {
     [SET_NVML_LIBRARY] = "nvml_library",
     [SET_PROC_ROOT] = "proc_root",
     [SET_SYSFS_ROOT] = "sysfs_root",
+    [SET_COLLECTORS] = "collectors",
 };
 
 /* NULL: the setting has no flag. */
@@ -45,6 +49,7 @@ static const char *const setting_flag[_SET_MAX] = {
     [SET_HOSTNAME] = "--hostname",
     [SET_NVML_LIBRARY] = "--nvml-library",
     [SET_PROC_ROOT] = "--proc-root",
+    [SET_COLLECTORS] = "--collectors",
 };
 
 #define ORIGIN_MAX 320
@@ -67,6 +72,8 @@ static char **string_member(struct gpumon_config *c, enum setting s)
         return &c->proc_root;
     case SET_SYSFS_ROOT:
         return &c->sysfs_root;
+    case SET_COLLECTORS:
+        return &c->collectors;
     default:
         return NULL;
     }
@@ -105,6 +112,7 @@ static int load_defaults(struct loader *l)
         [SET_NVML_LIBRARY] = "",
         [SET_PROC_ROOT] = GPUMON_DEFAULT_PROC_ROOT,
         [SET_SYSFS_ROOT] = GPUMON_DEFAULT_SYSFS_ROOT,
+        [SET_COLLECTORS] = "",
     };
     l->cfg.interval_s = GPUMON_DEFAULT_INTERVAL;
     l->cfg.slow_interval_s = GPUMON_DEFAULT_SLOW_INTERVAL;
@@ -150,7 +158,9 @@ static int load_file(struct loader *l, const char *path, struct errmsg *e)
     if ((r = config_get_bool(c, SECTION, "process_metrics", l->cfg.process_metrics,
                              &l->cfg.process_metrics, e)) < 0 ||
         (r = config_get_bool(c, SECTION, "pcie_throughput", l->cfg.pcie_throughput,
-                             &l->cfg.pcie_throughput, e)) < 0)
+                             &l->cfg.pcie_throughput, e)) < 0 ||
+        (r = config_get_bool(c, SECTION, "dcgm3_names", l->cfg.dcgm3_names, &l->cfg.dcgm3_names,
+                             e)) < 0)
         return r;
     /* Last, so that a typo in a key is reported even when every other key is fine. */
     return config_check_unused(c, e);
@@ -185,6 +195,49 @@ static int load_flags(struct loader *l, const struct gpumon_flags *f, struct err
     for (enum setting s = 0; s < _SET_MAX; s++)
         if ((r = load_flag(l, s, values[s], e)) < 0)
             return r;
+    return 0;
+}
+
+/* dcgm-exporter's environment, for settings neither the file nor a flag gave: a pod spec written
+ * for it keeps working. */
+static int load_environment(struct loader *l)
+{
+    static const struct {
+        enum setting s;
+        const char *var;
+    } vars[] = {
+        {SET_HOSTNAME, "NODE_NAME"},
+        {SET_COLLECTORS, "DCGM_EXPORTER_COLLECTORS"},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(vars); i++) {
+        const char *v = getenv(vars[i].var);
+        if (!v || !v[0] || (*string_member(&l->cfg, vars[i].s))[0])
+            continue;
+        snprintf(l->origin[vars[i].s], ORIGIN_MAX, "$%s '%s'", vars[i].var, v);
+        if (set_string(l, vars[i].s, v) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The selection: the collectors file's rows, or everything gpumon has. */
+static int load_collectors(struct loader *l, struct errmsg *e)
+{
+    struct gpumon_config *c = &l->cfg;
+    if (!c->collectors[0]) {
+        expose_select_all(&c->selection, c->dcgm3_names);
+        c->collectors_skipped = strv_new();
+        return c->collectors_skipped ? 0 : -ENOMEM;
+    }
+    const char *names[EXPOSE_DCGM_NAMES_MAX];
+    size_t n = expose_dcgm_names(names);
+    bool selected[EXPOSE_DCGM_NAMES_MAX] = {false};
+    struct collectors_result res = {.selected = selected};
+    int r = collectors_load(c->collectors, names, n, &res, e);
+    if (r < 0)
+        return errmsg_prefix(e, r, "%s", l->origin[SET_COLLECTORS]);
+    expose_select(names, selected, n, &c->selection);
+    c->collectors_skipped = res.skipped;
     return 0;
 }
 
@@ -247,9 +300,13 @@ int gpumon_config_load(const struct gpumon_flags *flags, struct gpumon_config *r
     if (r >= 0)
         r = load_flags(l, flags, e);
     if (r >= 0)
+        r = load_environment(l);
+    if (r >= 0)
         r = check_intervals(l, e);
     if (r >= 0)
         r = check_strings(l, e);
+    if (r >= 0)
+        r = load_collectors(l, e);
     if (r < 0) {
         gpumon_config_done(&l->cfg);
         free(l);
@@ -267,5 +324,7 @@ void gpumon_config_done(struct gpumon_config *c)
     free(c->nvml_library);
     free(c->proc_root);
     free(c->sysfs_root);
+    free(c->collectors);
+    strv_free(c->collectors_skipped);
     memset(c, 0, sizeof(*c));
 }

@@ -35,6 +35,8 @@ static void usage(FILE *out)
         "      --nvml-library PATH    NVML to load (default libnvidia-ml.so.1 via the loader)\n"
         "      --hostname NAME        the Hostname label (default: this host's name)\n"
         "      --proc-root DIR        where to look up GPU processes (default /proc)\n"
+        "  -f, --collectors FILE      show only the DCGM fields this dcgm-exporter collectors\n"
+        "                             CSV lists (default: all gpumon has)\n"
         "      --log-level LEVEL      err, warning, notice, info (default) or debug\n"
         "      --check-config         check the configuration, report errors and exit\n"
         "  -V, --version\n"
@@ -61,6 +63,7 @@ static int parse_args(int argc, char **argv, struct gpumon_flags *f, int *level,
         {"nvml-library", required_argument, NULL, OPT_NVML_LIBRARY},
         {"hostname", required_argument, NULL, OPT_HOSTNAME},
         {"proc-root", required_argument, NULL, OPT_PROC_ROOT},
+        {"collectors", required_argument, NULL, 'f'},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
         {"version", no_argument, NULL, 'V'},
@@ -68,7 +71,7 @@ static int parse_args(int argc, char **argv, struct gpumon_flags *f, int *level,
         {0},
     };
     int opt;
-    while ((opt = getopt_long(argc, argv, "c:l:i:Vh", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:l:i:f:Vh", options, NULL)) != -1) {
         switch (opt) {
         case 'c':
             f->config_path = optarg;
@@ -90,6 +93,9 @@ static int parse_args(int argc, char **argv, struct gpumon_flags *f, int *level,
             break;
         case OPT_PROC_ROOT:
             f->proc_root = optarg;
+            break;
+        case 'f':
+            f->collectors = optarg;
             break;
         case OPT_LOG_LEVEL:
             *level = log_level_from_string(optarg);
@@ -208,11 +214,15 @@ static int start(const struct gpumon_config *cfg, int signal_fd)
     if (r < 0)
         return log_error_errno(r, "%s", e.text);
     _cleanup_(server_freep) struct server *srv = NULL;
-    r = server_new(cfg->listen, s, cfg->interval_s, NULL, &srv, &e);
+    struct expose_opts eo = {.sel = &cfg->selection};
+    r = server_new(cfg->listen, s, cfg->interval_s, &eo, &srv, &e);
     if (r < 0)
         return log_error_errno(r, "%s", e.text);
     log_info("gpumon %s serving /metrics on %s (port %u), sampling every %gs", GPUNODE_VERSION,
              cfg->listen, server_port(srv), cfg->interval_s);
+    /* dcgm-exporter skips such rows too; a site's file must load, but not silently. */
+    for (char **k = cfg->collectors_skipped; k && *k; k++)
+        log_warning("%s: %s is a DCGM field gpumon does not offer; skipped", cfg->collectors, *k);
     service_ready("Exporting GPU metrics");
     run(s, cfg, signal_fd);
     service_stopping();

@@ -17,6 +17,7 @@
 #include "lib/nvml.h"
 #include "pci-gpus.h"
 #include "proc-cache.h"
+#include "prof.h"
 
 /* What the sampler asks of a GPU. A probe answered with NOT_SUPPORTED is not asked again until
  * the next rescan interval (or a re-load, or a change of the GPU's MIG mode): on 8 GPUs the failed
@@ -47,6 +48,7 @@ enum probe {
     P_GRAPHICS_PROCS,
     P_MIG_MEMORY_V2,
     P_MIG_MEMORY,
+    P_NVLINK,
     /* slow thread */
     P_ENERGY,
     P_REMAP,
@@ -54,6 +56,7 @@ enum probe {
     P_PCIE_RX,
     P_MIG_MODE,
     P_MIG_DEVICES,
+    P_VIRT_MODE,
     _P_MAX,
 };
 _Static_assert(_P_MAX <= 64, "probe masks are 64-bit");
@@ -73,6 +76,9 @@ struct gpu_state {
     uint64_t slow_unsupported;
     struct gpu_values slow;   /* latest slow values, under sampler.slow_lock */
     double slow_at[GF_COUNT]; /* CLOCK_MONOTONIC seconds each slow value was read */
+    /* NVLink payload KiB (both directions, all links) at nvlink_at, for the rate; fast thread. */
+    double nvlink_kib, nvlink_at;
+    struct prof prof; /* fast thread; MIG re-reads under the write lock */
 };
 
 /* NVML and what was loaded from it, replaced whole when it is re-loaded. */
@@ -111,6 +117,10 @@ struct sampler {
 
     pthread_mutex_t snap_lock;
     struct snapshot *current;
+    /* Held while prepare runs, so that clearing it waits for a call in progress. */
+    pthread_mutex_t prepare_lock;
+    void (*prepare)(struct snapshot *snap, void *userdata);
+    void *prepare_userdata;
 
     pthread_mutex_t lock; /* stop, slow_kick and slow_done, signalled by wake */
     pthread_cond_t wake;
@@ -234,10 +244,11 @@ static void read_memory(struct reader *rd, enum probe v2, enum probe v1, nvmlDev
 {
     nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
     nvmlMemory_t m;
-    if (CALL(rd, v2, nvmlDeviceGetMemoryInfo_v2, h, &m2))
+    if (CALL(rd, v2, nvmlDeviceGetMemoryInfo_v2, h, &m2)) {
         set_memory(v, m2.used, m2.free, m2.total);
-    else if ((*rd->unsupported & (UINT64_C(1) << v2)) &&
-             CALL(rd, v1, nvmlDeviceGetMemoryInfo, h, &m))
+        gpu_values_set(v, GF_FB_RESERVED, (double)(m2.reserved >> 20));
+    } else if ((*rd->unsupported & (UINT64_C(1) << v2)) &&
+               CALL(rd, v1, nvmlDeviceGetMemoryInfo, h, &m))
         set_memory(v, m.used, m.free, m.total);
 }
 
@@ -337,6 +348,32 @@ static void read_ecc(struct reader *rd, nvmlDevice_t h, struct gpu_values *v)
     for (size_t i = 0; i < ELEMENTSOF(ecc); i++)
         if (CALL(rd, ecc[i].probe, nvmlDeviceGetTotalEccErrors, h, ecc[i].type, ecc[i].counter, &n))
             gpu_values_set(v, ecc[i].field, (double)n);
+}
+
+/* DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL: DCGM's rate of NVLink payload over all links, both
+ * directions, in MiB/s, from NVML's cumulative KiB counters. The first pass only takes the
+ * baseline; a counter that went back (a driver reload) starts a new one. */
+static void read_nvlink(struct reader *rd, nvmlDevice_t h, struct gpu_values *v, double now)
+{
+    nvmlFieldValue_t f[2] = {
+        {.fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, .scopeId = UINT32_MAX},
+        {.fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, .scopeId = UINT32_MAX},
+    };
+    double tx, rx;
+    if (!want(rd, P_NVLINK))
+        return;
+    nvmlReturn_t r = rd->api->nvmlDeviceGetFieldValues ? rd->api->nvmlDeviceGetFieldValues(h, 2, f)
+                                                       : NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (r == NVML_SUCCESS)
+        r = f[0].nvmlReturn != NVML_SUCCESS ? f[0].nvmlReturn : f[1].nvmlReturn;
+    if (!check(rd, P_NVLINK, r) || !field_value(&f[0], &tx) || !field_value(&f[1], &rx))
+        return;
+    struct gpu_state *st = rd->st;
+    double kib = tx + rx, dt = now - st->nvlink_at;
+    if (st->nvlink_at > 0 && dt > 0 && kib >= st->nvlink_kib)
+        gpu_values_set(v, GF_NVLINK_BANDWIDTH, (kib - st->nvlink_kib) / 1024.0 / dt);
+    st->nvlink_kib = kib;
+    st->nvlink_at = now;
 }
 
 static void read_health(struct reader *rd, nvmlDevice_t h, struct gpu_values *v)
@@ -499,12 +536,15 @@ static int sample_gpu(struct sampler *s, const struct gpu *g, struct gpu_state *
     if (!g->error && !st->broken && !atomic_load(&st->lost)) {
         read_basic(&rd, g->handle, &out->values);
         read_health(&rd, g->handle, &out->values);
+        read_nvlink(&rd, g->handle, &out->values, now);
         merge_slow(s, st, &out->values, now);
         if (s->process_metrics)
             r = read_procs(&rd, g->handle, out);
         if (r >= 0)
             r = read_migs(&rd, g, out);
         out->id.n_mig = out->n_mig;
+        if (r >= 0)
+            prof_read(&st->prof, rd.api, g, out, &s->errors);
         if (r >= 0)
             book_pass(st, &rd);
     }
@@ -549,6 +589,10 @@ static int fill_up(struct sampler *s, struct snapshot *snap, double now)
 
 static void publish(struct sampler *s, struct snapshot *snap)
 {
+    pthread_mutex_lock(&s->prepare_lock);
+    if (s->prepare)
+        s->prepare(snap, s->prepare_userdata);
+    pthread_mutex_unlock(&s->prepare_lock);
     pthread_mutex_lock(&s->snap_lock);
     struct snapshot *old = s->current;
     s->current = snap;
@@ -600,6 +644,13 @@ static void read_slow(struct reader *rd, nvmlDevice_t h)
         gpu_values_set(&v, GF_ROW_REMAP_PENDING, pending ? 1 : 0);
         gpu_values_set(&v, GF_ROW_REMAP_FAILURE, failure ? 1 : 0);
     }
+    nvmlGpuVirtualizationMode_t mode;
+    /* DCGM's vGPU licence status is about vGPU guests; a GPU that is not one needs no licence
+     * and reads 0, as dcgm-exporter shows on bare metal. gpumon cannot read a guest's licence
+     * yet, so a guest shows nothing rather than a guess. */
+    if (CALL(rd, P_VIRT_MODE, nvmlDeviceGetVirtualizationMode, h, &mode) &&
+        mode != NVML_GPU_VIRTUALIZATION_MODE_VGPU)
+        gpu_values_set(&v, GF_VGPU_LICENSE, 0);
     if (s->pcie_throughput) {
         /* NVML samples for 20 ms and answers in KB/s. */
         if (CALL(rd, P_PCIE_TX, nvmlDeviceGetPcieThroughput, h, NVML_PCIE_UTIL_TX_BYTES, &x))
@@ -680,6 +731,7 @@ static void reload_migs(struct sampler *s, unsigned generation)
             atomic_fetch_add(&s->errors, 1);
         else if (g->mig_enabled != was_enabled)
             st->fast_unsupported = st->slow_unsupported = 0;
+        prof_forget_instances(&st->prof);
     }
     pthread_rwlock_unlock(&s->model_lock);
 }
@@ -749,6 +801,8 @@ static void model_open(struct sampler *s)
 
 static void model_close(struct model *m)
 {
+    for (unsigned i = 0; m->state && m->list && i < m->list->n; i++)
+        prof_done(&m->state[i].prof);
     free(m->state);
     if (m->list)
         gpu_list_free(m->list);
@@ -998,6 +1052,7 @@ int sampler_new(const struct sampler_config *c, struct sampler **ret, struct err
     pthread_rwlock_init(&s->model_lock, NULL);
     pthread_mutex_init(&s->slow_lock, NULL);
     pthread_mutex_init(&s->snap_lock, NULL);
+    pthread_mutex_init(&s->prepare_lock, NULL);
     pthread_mutex_init(&s->lock, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -1055,9 +1110,19 @@ void sampler_free(struct sampler *s)
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->snap_lock);
+    pthread_mutex_destroy(&s->prepare_lock);
     pthread_mutex_destroy(&s->slow_lock);
     pthread_rwlock_destroy(&s->model_lock);
     free(s);
+}
+
+void sampler_set_prepare(struct sampler *s, void (*fn)(struct snapshot *snap, void *userdata),
+                         void *userdata)
+{
+    pthread_mutex_lock(&s->prepare_lock);
+    s->prepare = fn;
+    s->prepare_userdata = userdata;
+    pthread_mutex_unlock(&s->prepare_lock);
 }
 
 struct snapshot *sampler_current(struct sampler *s)

@@ -43,6 +43,12 @@ int sampler_new(const struct sampler_config *c, struct sampler **ret, struct err
 void sampler_free(struct sampler *s);
 DEFINE_POINTER_CLEANUP(struct sampler, sampler_free)
 
+/* Sets the function the fast thread calls with each new snapshot just before publishing it
+ * (the server renders its pages there, so that scrapes find them made); NULL clears it. Waits for
+ * a call in progress to return, so after clearing, userdata may be freed. */
+void sampler_set_prepare(struct sampler *s, void (*fn)(struct snapshot *snap, void *userdata),
+                         void *userdata);
+
 /* A new reference to the latest snapshot (release with snapshot_unref); never NULL. Takes only
  * a mutex held for a pointer swap. */
 struct snapshot *sampler_current(struct sampler *s);

@@ -6,16 +6,16 @@
 #include <string.h>
 #include <time.h>
 
-#include "expose.h"
 #include "lib/http-server.h"
 #include "lib/macro.h"
 #include "lib/prom.h"
+#include "pages.h"
 
 struct server {
     struct http_server *http;
     struct sampler *sampler;
+    struct pages *pages;
     double stale_after_s;
-    const char *version;
 };
 
 static const char index_page[] =
@@ -48,22 +48,28 @@ static double unix_now(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static void release_snapshot(void *snap)
+{
+    snapshot_unref(snap);
+}
+
+/* Serves the snapshot's page for the request's format and encoding: made once per snapshot
+ * (pages.h), so a scrape copies bytes and renders nothing. The reply holds a reference to the
+ * snapshot until the bytes are sent. Text 0.0.4 goes to every client that takes it, since only
+ * it can type dcgm's counters without _total as counters (prom_format_text_first()). */
 static void handle_metrics(struct server *srv, const struct http_request *req,
-                           struct http_reply *reply, const struct timespec *started)
+                           struct http_reply *reply)
 {
     _cleanup_(snapshot_unrefp) struct snapshot *snap = sampler_current(srv->sampler);
-    struct expose_opts o = {
-        .format = prom_format_from_accept(http_request_header(req, "Accept")),
-        .now = unix_now(),
-        .started = *started,
-        .version = srv->version,
-    };
-    char *text = NULL;
-    size_t len = 0;
-    int r = expose_render(snap, &o, &text, &len);
+    enum prom_format format = prom_format_text_first(http_request_header(req, "Accept"));
+    enum page_kind kind = page_kind_of(format, http_request_accepts_gzip(req));
+    const struct page *page;
+    int r = pages_get(srv->pages, snap, kind, &page);
     if (r < 0)
         return reply_text(reply, 500, "cannot render metrics: %s\n", strerror(-r));
-    http_reply_take(reply, 200, prom_content_type(o.format), text, len, true);
+    http_reply_shared(reply, 200, prom_content_type(format), page->body, page->len,
+                      page_gzipped(kind) ? "gzip" : NULL, true, release_snapshot, snap);
+    snap = NULL; /* the reply's now */
 }
 
 static void handle_health(struct server *srv, struct http_reply *reply)
@@ -80,8 +86,6 @@ static void handle_health(struct server *srv, struct http_reply *reply)
 static void handle(const struct http_request *req, struct http_reply *reply, void *userdata)
 {
     struct server *srv = userdata;
-    struct timespec started;
-    clock_gettime(CLOCK_MONOTONIC, &started);
     bool known = strcmp(req->path, "/metrics") == 0 || strcmp(req->path, "/health") == 0 ||
                  strcmp(req->path, "/") == 0;
     if (!known)
@@ -93,25 +97,28 @@ static void handle(const struct http_request *req, struct http_reply *reply, voi
         return;
     }
     if (strcmp(req->path, "/metrics") == 0)
-        handle_metrics(srv, req, reply, &started);
+        handle_metrics(srv, req, reply);
     else if (strcmp(req->path, "/health") == 0)
         handle_health(srv, reply);
     else
         reply_text(reply, 200, "%s", index_page);
 }
 
-int server_new(const char *listen, struct sampler *s, double interval_s, const char *version,
-               struct server **ret, struct errmsg *e)
+int server_new(const char *listen, struct sampler *s, double interval_s,
+               const struct expose_opts *expose, struct server **ret, struct errmsg *e)
 {
-    _cleanup_free_ struct server *srv = calloc(1, sizeof(*srv));
+    _cleanup_(server_freep) struct server *srv = calloc(1, sizeof(*srv));
     if (!srv)
         return errmsg_set(e, -ENOMEM, "out of memory");
     srv->sampler = s;
-    srv->version = version;
     srv->stale_after_s = SERVER_STALE_INTERVALS * interval_s + SERVER_STALE_GRACE_S;
+    srv->pages = pages_new(expose);
+    if (!srv->pages)
+        return errmsg_set(e, -ENOMEM, "out of memory");
     int r = http_server_new_tcp(listen, handle, srv, &srv->http, e);
     if (r < 0)
         return r;
+    sampler_set_prepare(s, pages_prepare, srv->pages);
     *ret = TAKE_PTR(srv);
     return 0;
 }
@@ -125,6 +132,9 @@ void server_free(struct server *srv)
 {
     if (!srv)
         return;
+    if (srv->http)
+        sampler_set_prepare(srv->sampler, NULL, NULL);
     http_server_free(srv->http);
+    pages_free(srv->pages);
     free(srv);
 }

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "expose.h"
 #include "lib/errmsg.h"
 #include "sampler.h"
 
@@ -20,12 +21,12 @@ struct server;
 #define SERVER_STALE_GRACE_S   10.0
 
 /* Starts serving s on listen ("host:port" as parse_listen_address() takes it; ":0" picks a free
- * port). interval_s is the sampling interval, for /health's staleness check; version is shown
- * in gpumon_info (NULL: the built version). s and version must outlive the server. Returns 0 and
- * *ret, or the errors of http_server_new_tcp() (-EADDRINUSE, -EINVAL, -EIO, -ENOMEM) with a
- * message. */
-int server_new(const char *listen, struct sampler *s, double interval_s, const char *version,
-               struct server **ret, struct errmsg *e);
+ * port). interval_s is the sampling interval, for /health's staleness check; expose says how
+ * pages are rendered (its format is chosen per request; its strings must outlive the server).
+ * Returns 0 and *ret, or the errors of http_server_new_tcp() (-EADDRINUSE, -EINVAL, -EIO,
+ * -ENOMEM) with a message. */
+int server_new(const char *listen, struct sampler *s, double interval_s,
+               const struct expose_opts *expose, struct server **ret, struct errmsg *e);
 
 /* The bound TCP port. */
 uint16_t server_port(const struct server *srv);

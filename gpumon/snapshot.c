@@ -38,5 +38,11 @@ void snapshot_unref(struct snapshot *s)
     for (unsigned i = 0; i < s->n_gpu; i++)
         gpu_sample_done(&s->gpu[i]);
     free(s->gpu);
+    for (size_t k = 0; k < PAGE_KINDS; k++) {
+        struct page *p = atomic_load_explicit(&s->pages[k], memory_order_relaxed);
+        if (p)
+            free(p->body);
+        free(p);
+    }
     free(s);
 }

@@ -8,6 +8,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -43,6 +44,27 @@ enum gpu_field {
     GF_ROWS_UNCORRECTABLE,
     GF_ROW_REMAP_PENDING, /* 0/1 */
     GF_ROW_REMAP_FAILURE, /* 0/1 */
+    GF_FB_RESERVED,       /* MiB the driver keeps for itself */
+    GF_NVLINK_BANDWIDTH,  /* MiB/s of NVLink payload, all links, both directions */
+    GF_VGPU_LICENSE,      /* vGPU licence status; 0 on bare metal */
+    /* Profiling fields from NVML's GPU Performance Monitoring (gpm.h): ratios 0..1 over the last
+     * sampling interval, rates in bytes/s. */
+    GF_PROF_GR_ENGINE_ACTIVE,
+    GF_PROF_SM_ACTIVE,
+    GF_PROF_SM_OCCUPANCY,
+    GF_PROF_PIPE_TENSOR_ACTIVE,
+    GF_PROF_PIPE_TENSOR_DFMA_ACTIVE,
+    GF_PROF_PIPE_TENSOR_HMMA_ACTIVE,
+    GF_PROF_PIPE_TENSOR_IMMA_ACTIVE,
+    GF_PROF_DRAM_ACTIVE,
+    GF_PROF_PIPE_FP64_ACTIVE,
+    GF_PROF_PIPE_FP32_ACTIVE,
+    GF_PROF_PIPE_FP16_ACTIVE,
+    GF_PROF_PIPE_INT_ACTIVE,
+    GF_PROF_PCIE_TX_BYTES,
+    GF_PROF_PCIE_RX_BYTES,
+    GF_PROF_NVLINK_TX_BYTES,
+    GF_PROF_NVLINK_RX_BYTES,
     GF_COUNT,
 };
 _Static_assert(GF_COUNT <= 64, "gpu_values.have is a 64-bit mask");
@@ -83,6 +105,8 @@ struct xid_count {
     double last_seen; /* Unix time, seconds */
 };
 
+#define PROF_REASON_MAX 128
+
 struct mig_sample {
     struct gpu_mig id; /* copied from the model; handle not to be used by readers */
     struct gpu_values values;
@@ -96,14 +120,34 @@ struct gpu_sample {
     struct mig_sample *mig;
     unsigned n_proc;
     struct proc_sample *proc;
+    /* Why the GPU shows no DCGM_FI_PROF_* fields ("" when it does, or may from the next pass):
+     * "GPM is not supported on this GPU (Hopper or newer needed)". */
+    char prof_reason[PROF_REASON_MAX];
     bool xid_supported; /* events registered: DCGM_FI_DEV_XID_ERRORS is shown (0 until one) */
     unsigned last_xid;  /* 0 if none yet */
     unsigned n_xid;
     struct xid_count *xid;
 };
 
+/* The exposition of a snapshot in one format and encoding (pages.h). */
+enum page_kind {
+    PAGE_TEXT,
+    PAGE_TEXT_GZIP,
+    PAGE_OPENMETRICS,
+    PAGE_OPENMETRICS_GZIP,
+    PAGE_KINDS,
+};
+
+struct page {
+    char *body;
+    size_t len;
+};
+
 struct snapshot {
     atomic_uint refs;
+    /* Each made at most once, by whoever needs it first (pages.h), and freed with the snapshot:
+     * the one part of a published snapshot that is written after publication. */
+    _Atomic(struct page *) pages[PAGE_KINDS];
     double taken_at;        /* Unix time the pass started */
     double sample_duration; /* seconds the pass took */
     bool up;                /* NVML loaded and initialised */

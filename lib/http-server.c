@@ -14,9 +14,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <zlib.h>
 
 #include "lib/config.h"
+#include "lib/gzip.h"
 #include "lib/log.h"
 
 /* Compressing a few hundred bytes saves nothing worth the CPU and the gzip header. */
@@ -70,8 +70,20 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
     log_debug("microhttpd: %s", buf);
 }
 
+/* Hands a borrowed body back to its owner, once. */
+static void reply_release_shared(struct http_reply *reply)
+{
+    if (reply->release)
+        reply->release(reply->release_cls);
+    reply->shared = NULL;
+    reply->release = NULL;
+    reply->release_cls = NULL;
+    reply->encoded = NULL;
+}
+
 void http_reply_done(struct http_reply *reply)
 {
+    reply_release_shared(reply);
     free(reply->body);
     for (unsigned i = 0; i < 2 * reply->n_headers; i++)
         free(reply->headers[i]);
@@ -81,12 +93,25 @@ void http_reply_done(struct http_reply *reply)
 void http_reply_take(struct http_reply *reply, unsigned status, const char *content_type,
                      char *body, size_t body_len, bool compressible)
 {
+    reply_release_shared(reply);
     free(reply->body);
     reply->status = status;
     reply->content_type = content_type;
     reply->body = body;
     reply->body_len = body ? body_len : 0;
     reply->compressible = compressible;
+}
+
+void http_reply_shared(struct http_reply *reply, unsigned status, const char *content_type,
+                       const char *body, size_t body_len, const char *encoding, bool vary_encoding,
+                       void (*release)(void *cls), void *cls)
+{
+    http_reply_take(reply, status, content_type, NULL, 0, vary_encoding);
+    reply->shared = body;
+    reply->body_len = body_len;
+    reply->encoded = encoding;
+    reply->release = release;
+    reply->release_cls = cls;
 }
 
 void http_reply_json(struct http_reply *reply, unsigned status, json_t *json)
@@ -189,31 +214,9 @@ static bool accepts_gzip(const char *ae)
     return gzip == 1 || (gzip == -1 && star == 1);
 }
 
-/* Compresses in into a new malloc'd gzip stream. Returns 0 or -ENOMEM / -EIO. */
-static int gzip_compress(const char *in, size_t in_len, char **ret, size_t *ret_len)
+bool http_request_accepts_gzip(const struct http_request *req)
 {
-    z_stream z = {0};
-    /* windowBits 15 + 16 asks zlib for a gzip header and trailer instead of zlib's own. */
-    if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        return -ENOMEM;
-    size_t cap = deflateBound(&z, in_len) + 32;
-    _cleanup_free_ char *out = malloc(cap);
-    if (!out) {
-        deflateEnd(&z);
-        return -ENOMEM;
-    }
-    z.next_in = (Bytef *)in;
-    z.avail_in = (uInt)in_len;
-    z.next_out = (Bytef *)out;
-    z.avail_out = (uInt)cap;
-    int zr = deflate(&z, Z_FINISH);
-    size_t len = z.total_out;
-    deflateEnd(&z);
-    if (zr != Z_STREAM_END)
-        return -EIO;
-    *ret = TAKE_PTR(out);
-    *ret_len = len;
-    return 0;
+    return accepts_gzip(http_request_header(req, "Accept-Encoding"));
 }
 
 static void maybe_compress(struct MHD_Connection *conn, struct http_reply *reply, bool *gzipped)
@@ -238,11 +241,22 @@ static enum MHD_Result queue_reply(struct MHD_Connection *conn, struct http_repl
 {
     if (reply->status < 100 || reply->status > 999)
         http_reply_error(reply, 500, "internal error: the handler gave no reply");
-    bool gzipped;
-    maybe_compress(conn, reply, &gzipped);
+    bool gzipped = false;
+    const char *encoding = reply->encoded;
+    if (!reply->shared) {
+        maybe_compress(conn, reply, &gzipped);
+        encoding = gzipped ? "gzip" : NULL;
+    }
 
     struct MHD_Response *resp;
-    if (reply->body) {
+    if (reply->shared) {
+        /* MHD keeps the bytes until the last connection using this response is done, then calls
+         * the release callback; from then on the reply no longer owns it. */
+        resp = MHD_create_response_from_buffer_with_free_callback_cls(
+            reply->body_len, (void *)reply->shared, reply->release, reply->release_cls);
+        if (resp)
+            reply->release = NULL;
+    } else if (reply->body) {
         resp =
             MHD_create_response_from_buffer_with_free_callback(reply->body_len, reply->body, free);
         if (resp)
@@ -258,8 +272,8 @@ static enum MHD_Result queue_reply(struct MHD_Connection *conn, struct http_repl
         ok = MHD_add_response_header(resp, reply->headers[2 * i], reply->headers[2 * i + 1]);
     if (ok && reply->compressible)
         ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
-    if (ok && gzipped)
-        ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+    if (ok && encoding)
+        ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, encoding);
     enum MHD_Result r = ok ? MHD_queue_response(conn, reply->status, resp) : MHD_NO;
     MHD_destroy_response(resp);
     return r;

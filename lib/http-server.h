@@ -73,6 +73,12 @@ struct http_reply {
     char *body;
     size_t body_len;
     bool compressible;
+    /* A body the server borrows instead (http_reply_shared()): sent as it is, then handed back
+     * through release(release_cls). encoded names its Content-Encoding ("gzip") or is NULL. */
+    const char *shared;
+    void (*release)(void *cls);
+    void *release_cls;
+    const char *encoded;
     /* Extra headers, name/value pairs, owned by the server; filled by http_reply_header(). */
     char *headers[2 * HTTP_REPLY_MAX_HEADERS];
     unsigned n_headers;
@@ -127,6 +133,19 @@ void http_reply_error(struct http_reply *reply, unsigned status, const char *fmt
  * for an empty body). Replaces any body set before. */
 void http_reply_take(struct http_reply *reply, unsigned status, const char *content_type,
                      char *body, size_t body_len, bool compressible);
+
+/* Replies with body_len bytes the caller keeps, without copying them (a pre-rendered page):
+ * the server calls release(cls) exactly once when it no longer needs them, after the reply has
+ * been sent or dropped, or when the reply is replaced or done (release may be NULL). encoding is
+ * "gzip" for bytes that are already gzip-encoded (the caller checked http_request_accepts_gzip())
+ * or NULL; the server compresses nothing here. vary_encoding adds "Vary: Accept-Encoding" for
+ * replies whose encoding depends on the request. */
+void http_reply_shared(struct http_reply *reply, unsigned status, const char *content_type,
+                       const char *body, size_t body_len, const char *encoding, bool vary_encoding,
+                       void (*release)(void *cls), void *cls);
+
+/* Whether the request's Accept-Encoding allows gzip ("gzip;q=0" refuses it). */
+bool http_request_accepts_gzip(const struct http_request *req);
 
 /* Adds a response header (copied), e.g. "Retry-After" or "Location". Returns 0, -E2BIG past
  * HTTP_REPLY_MAX_HEADERS, -EINVAL for a name or value with CR/LF, -ENOMEM. */

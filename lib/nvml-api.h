@@ -93,6 +93,27 @@ typedef int nvmlValueType_t;
 
 /* Field ids for nvmlDeviceGetFieldValues(). */
 #define NVML_FI_DEV_MEMORY_TEMP 82
+/* Number of NVLinks the GPU has (uiVal). */
+#define NVML_FI_DEV_NVLINK_LINK_COUNT 91
+/* NVLink traffic counters, cumulative KiB since the driver loaded (ullVal): "data" is payload,
+ * "raw" payload plus protocol overhead. They count per link: scopeId is the link (0 ..
+ * NVML_NVLINK_MAX_LINKS - 1), and a scopeId of UINT_MAX asks for the sum over all links. (The
+ * older NVML_FI_DEV_NVLINK_BANDWIDTH_C0/C1_* fields, 60..73, need counters set up with
+ * nvmlDeviceSetNvLinkUtilizationControl and are deprecated.) */
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX 139
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX  140
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX  141
+#define NVML_NVLINK_MAX_LINKS                 18
+
+/* nvmlDeviceGetVirtualizationMode(): how the GPU is virtualised. Bare metal is NONE; a vGPU
+ * guest sees VGPU (and needs a licence), a hypervisor host HOST_VGPU or HOST_VSGA. */
+typedef int nvmlGpuVirtualizationMode_t;
+#define NVML_GPU_VIRTUALIZATION_MODE_NONE        0
+#define NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH 1
+#define NVML_GPU_VIRTUALIZATION_MODE_VGPU        2
+#define NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU   3
+#define NVML_GPU_VIRTUALIZATION_MODE_HOST_VSGA   4
 
 /* Event types (bit mask) for nvmlDeviceRegisterEvents(). */
 #define nvmlEventTypeSingleBitEccError 0x0000000000000001ULL
@@ -229,6 +250,65 @@ typedef struct nvmlDeviceAttributes_st {
     unsigned long long memorySizeMB;
 } nvmlDeviceAttributes_t;
 
+/* GPU Performance Monitoring (GPM, Hopper and newer): the driver fills opaque sample buffers, and
+ * nvmlGpmMetricsGet() computes metrics over the interval between two samples of the same GPU (or
+ * MIG GPU instance). NVIDIA notes the samples should be more than 100 ms apart. */
+typedef struct nvmlGpmSample_st *nvmlGpmSample_t;
+
+/* Metric ids (nvmlGpmMetricId_t). Utilisations are percent, 0.0 to 100.0; the PCIe and NVLink
+ * rates are MiB per second. Ids not listed here are either unused (8, 14..19, ...) or not used
+ * by gpunode (NVDEC/NVJPG/OFA engines, per-link NVLink, newer cycle counters). */
+#define NVML_GPM_METRIC_GRAPHICS_UTIL           1  /* time any graphics/compute engine was busy */
+#define NVML_GPM_METRIC_SM_UTIL                 2  /* SMs busy */
+#define NVML_GPM_METRIC_SM_OCCUPANCY            3  /* warps resident vs. the maximum */
+#define NVML_GPM_METRIC_INTEGER_UTIL            4  /* SM time in integer instructions */
+#define NVML_GPM_METRIC_ANY_TENSOR_UTIL         5  /* SM time in any tensor instruction */
+#define NVML_GPM_METRIC_DFMA_TENSOR_UTIL        6  /* FP64 tensor */
+#define NVML_GPM_METRIC_HMMA_TENSOR_UTIL        7  /* FP16/BF16 tensor */
+#define NVML_GPM_METRIC_IMMA_TENSOR_UTIL        9  /* integer tensor */
+#define NVML_GPM_METRIC_DRAM_BW_UTIL            10 /* DRAM bandwidth vs. the theoretical maximum */
+#define NVML_GPM_METRIC_FP64_UTIL               11 /* non-tensor FP64 */
+#define NVML_GPM_METRIC_FP32_UTIL               12 /* non-tensor FP32 */
+#define NVML_GPM_METRIC_FP16_UTIL               13 /* non-tensor FP16 */
+#define NVML_GPM_METRIC_PCIE_TX_PER_SEC         20 /* MiB/s from the GPU */
+#define NVML_GPM_METRIC_PCIE_RX_PER_SEC         21 /* MiB/s to the GPU */
+#define NVML_GPM_METRIC_NVDEC_0_UTIL            30 /* .. 37: one per decoder */
+#define NVML_GPM_METRIC_NVJPG_0_UTIL            40 /* .. 47: one per JPEG engine */
+#define NVML_GPM_METRIC_NVOFA_0_UTIL            50
+#define NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC 60 /* MiB/s read over all links */
+#define NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC 61 /* MiB/s written over all links */
+#define NVML_GPM_METRIC_NVLINK_L0_RX_PER_SEC    62 /* then TX, and so on: 62 + 2 * link (+ 1) */
+/* One above the highest id: 98 in the first headers with GPM (CUDA 12.0), 333 in later ones
+ * (CUDA 13). It sizes the metrics array only: the driver reads and writes numMetrics entries,
+ * and the struct version stayed 1, so the larger size serves old and new drivers alike. */
+#define NVML_GPM_METRIC_MAX 333
+
+typedef struct nvmlGpmMetric_st {
+    unsigned int metricId;   /* NVML_GPM_METRIC_*, set by the caller */
+    nvmlReturn_t nvmlReturn; /* per metric: value is valid only on NVML_SUCCESS */
+    double value;
+    struct {
+        char *shortName; /* owned by NVML; may be NULL */
+        char *longName;
+        char *unit;
+    } metricInfo;
+} nvmlGpmMetric_t;
+
+typedef struct nvmlGpmMetricsGet_st {
+    unsigned int version;    /* NVML_GPM_METRICS_GET_VERSION, set by the caller */
+    unsigned int numMetrics; /* entries of metrics[] to compute */
+    nvmlGpmSample_t sample1; /* the earlier sample */
+    nvmlGpmSample_t sample2; /* the later one */
+    nvmlGpmMetric_t metrics[NVML_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+#define NVML_GPM_METRICS_GET_VERSION 1
+
+typedef struct nvmlGpmSupport_st {
+    unsigned int version;           /* NVML_GPM_SUPPORT_VERSION, set by the caller */
+    unsigned int isSupportedDevice; /* 0 or 1 */
+} nvmlGpmSupport_t;
+#define NVML_GPM_SUPPORT_VERSION 1
+
 /* X(name, return type, parameter list): every entry point gpunode may call. The first five are
  * required (the loader refuses a library without them); all others are optional and a NULL
  * pointer in the table means "this driver does not have it", which costs only what depends on
@@ -310,7 +390,17 @@ typedef struct nvmlDeviceAttributes_st {
       (nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set))                    \
     X(nvmlEventSetWait_v2, nvmlReturn_t,                                                           \
       (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms))                        \
-    X(nvmlEventSetFree, nvmlReturn_t, (nvmlEventSet_t set))
+    X(nvmlEventSetFree, nvmlReturn_t, (nvmlEventSet_t set))                                        \
+    X(nvmlDeviceGetVirtualizationMode, nvmlReturn_t,                                               \
+      (nvmlDevice_t device, nvmlGpuVirtualizationMode_t * pVirtualMode))                           \
+    X(nvmlGpmQueryDeviceSupport, nvmlReturn_t,                                                     \
+      (nvmlDevice_t device, nvmlGpmSupport_t * gpmSupport))                                        \
+    X(nvmlGpmSampleAlloc, nvmlReturn_t, (nvmlGpmSample_t * gpmSample))                             \
+    X(nvmlGpmSampleFree, nvmlReturn_t, (nvmlGpmSample_t gpmSample))                                \
+    X(nvmlGpmSampleGet, nvmlReturn_t, (nvmlDevice_t device, nvmlGpmSample_t gpmSample))            \
+    X(nvmlGpmMigSampleGet, nvmlReturn_t,                                                           \
+      (nvmlDevice_t device, unsigned int gpuInstanceId, nvmlGpmSample_t gpmSample))                \
+    X(nvmlGpmMetricsGet, nvmlReturn_t, (nvmlGpmMetricsGet_t * metricsGet))
 
 #define NVML_API_FUNCTIONS(X) NVML_API_REQUIRED(X) NVML_API_OPTIONAL(X)
 

@@ -454,10 +454,9 @@ static bool token_is(const char *t, size_t n, const char *what)
     return strlen(what) == n && strncasecmp(t, what, n) == 0;
 }
 
-enum prom_format prom_format_from_accept(const char *accept)
+/* The highest q the Accept value gives OpenMetrics and text 0.0.4 (or a wildcard covering it). */
+static void accept_qualities(const char *accept, double *ret_om, double *ret_text)
 {
-    if (!accept)
-        return PROM_FORMAT_TEXT;
     double q_om = 0, q_text = 0;
     const char *s = accept;
     for (;;) {
@@ -475,5 +474,24 @@ enum prom_format prom_format_from_accept(const char *accept)
             break;
         s = comma + 1;
     }
+    *ret_om = q_om;
+    *ret_text = q_text;
+}
+
+enum prom_format prom_format_from_accept(const char *accept)
+{
+    if (!accept)
+        return PROM_FORMAT_TEXT;
+    double q_om, q_text;
+    accept_qualities(accept, &q_om, &q_text);
     return q_om > 0 && q_om >= q_text ? PROM_FORMAT_OPENMETRICS : PROM_FORMAT_TEXT;
+}
+
+enum prom_format prom_format_text_first(const char *accept)
+{
+    if (!accept)
+        return PROM_FORMAT_TEXT;
+    double q_om, q_text;
+    accept_qualities(accept, &q_om, &q_text);
+    return q_text == 0 && q_om > 0 ? PROM_FORMAT_OPENMETRICS : PROM_FORMAT_TEXT;
 }

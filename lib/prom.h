@@ -32,6 +32,12 @@ enum prom_type {
  * text/plain or wildcard it also lists; TEXT otherwise. */
 enum prom_format prom_format_from_accept(const char *accept);
 
+/* Chooses text 0.0.4 whenever the client accepts it at all, OpenMetrics only for a client that
+ * accepts nothing else. For expositions whose counters keep names without _total
+ * (PROM_TYPE_COUNTER_KEEP_NAME): only text 0.0.4 can call them counters, and Prometheus, which
+ * prefers OpenMetrics but accepts both, then keeps their type. */
+enum prom_format prom_format_text_first(const char *accept);
+
 /* The Content-Type header value for a format (a static string). */
 const char *prom_content_type(enum prom_format f);
 

@@ -3,7 +3,9 @@
 first, a small HTTP server that runs `nvidia-smi --query-gpu=... --format=csv` on every scrape.
 
 Both run in this invocation on this machine; every figure is printed next to the peer's and as
-a ratio. Not a test: nothing passes or fails. bench/gpumon/run prepares the environment (the
+a ratio. The scrape figure also has a floor: static-server (bench/gpumon/static-server.c) serving
+the bytes of one gpumon page from the same HTTP server, and gpumon's latency as a ratio of it.
+Not a test: nothing passes or fails. bench/gpumon/run prepares the environment (the
 fake NVML and fake-nvidia-smi here); gpumon/tests/gpu/check-gpu.sh runs it against the real
 driver and the real nvidia-smi on the GPU machine. See bench/gpumon/README.md for the figures.
 
@@ -11,10 +13,12 @@ Internal mode: `gpumonbench.py --serve-peer PORT --nvidia-smi PATH` is the peer 
 """
 
 import argparse
+import gzip
 import http.client
 import http.server
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -51,6 +55,22 @@ FIXTURE_DELAYS_US = {
 }
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# The floor figure's requests: what Prometheus 2.x sends by default (it then gets text 0.0.4,
+# gzip-encoded), and a plain GET like the latency figure's (http.client then sends
+# "Accept-Encoding: identity"). The timed scrapes and the fetch of the page the floor serves use
+# the same headers, so both servers send the same kind of bytes.
+FLOOR_VARIANTS = [
+    ("prometheus, gzip", {
+        "Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                  "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+        "Accept-Encoding": "gzip",
+        "User-Agent": "Prometheus/2.53.0",
+        "X-Prometheus-Scrape-Timeout-Seconds": "10",
+    }),
+    ("plain", {}),
+]
+FLOOR_GOAL = 1.2  # the issue's goal: gpumon's p50 and p99 within 1.2x of the floor's
 
 
 # ---- the peer exporter ----
@@ -164,8 +184,9 @@ class Target:
         self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT)
         self.conn = None
-        self.times = []
         self.body = b""
+        self.reply_headers = None
+        self.sizes = set()  # body sizes of the timed scrapes
 
     def get(self, path="/metrics", headers=None):
         for attempt in (1, 2):
@@ -185,6 +206,7 @@ class Target:
                     raise
         if r.status != 200:
             raise RuntimeError(f"{self.name}: GET {path}: {r.status} {body[:200]!r}")
+        self.reply_headers = r.headers
         return body
 
     def wait_ready(self, check, timeout=30):
@@ -205,11 +227,16 @@ class Target:
         tail = Path(self.log_path).read_text(errors="replace")[-2000:]
         raise SystemExit(f"bench: {self.name} not ready ({last!r}); log:\n{tail}")
 
-    def timed_scrapes(self, n):
+    def timed_scrapes(self, n, headers=None):
+        """n scrapes, each timed from the request to its last body byte; the bodies are read
+        as they come (a gzip one stays compressed, as a scraper's network layer sees it)."""
+        times = []
         for _ in range(n):
             t0 = time.perf_counter()
-            self.body = self.get()
-            self.times.append(time.perf_counter() - t0)
+            self.body = self.get(headers=headers)
+            times.append(time.perf_counter() - t0)
+            self.sizes.add(len(self.body))
+        return times
 
     def stop(self):
         if self.conn:
@@ -255,19 +282,36 @@ def cpu_window(targets, seconds, scrape_every=None):
     return out
 
 
+def alternating_scrapes(targets, scrapes, headers=None, warmup=20, blocks=4):
+    """Sorted scrape times (s) of each target: `scrapes` each, after `warmup` unmeasured ones,
+    in alternating blocks so that machine noise hits every target alike."""
+    times = {t.name: [] for t in targets}
+    for t in targets:
+        t.timed_scrapes(warmup, headers)
+        t.sizes.clear()
+    for _ in range(blocks):
+        for t in targets:
+            times[t.name] += t.timed_scrapes(scrapes // blocks, headers)
+    return {name: sorted(v) for name, v in times.items()}
+
+
 # ---- the run ----
 
 
-def prepare_fixture(src, tmpdir):
-    """A copy of the fixture with every GPU's slow calls slowed down as on real hardware."""
+def prepare_fixture(src, tmpdir, name="fixture.json"):
+    """A copy of the fixture with every GPU's slow calls slowed down as on real hardware, and
+    what it holds: "8 GPUs, 7 MIG instances"."""
     data = json.loads(Path(src).read_text())
     for g in data.get("gpus", []):
         delays = dict(g.get("delay_us") or {})
         delays.update(FIXTURE_DELAYS_US)
         g["delay_us"] = delays
-    path = Path(tmpdir) / "fixture.json"
+    path = Path(tmpdir) / name
     path.write_text(json.dumps(data, indent=1))
-    return path, len(data.get("gpus", []))
+    gpus = data.get("gpus", [])
+    mig = sum(len(g["mig"].get("instances", [])) for g in gpus
+              if g.get("mig", {}).get("enabled"))
+    return path, f"{len(gpus)} GPUs, {mig} MIG instances"
 
 
 def gpumon_build_type(gpumon):
@@ -309,6 +353,13 @@ def fmt_ratio(a, b):
     return f"{a / b:.1f}x"
 
 
+def fmt_ratio2(a, b):
+    """A ratio near 1 (gpumon against its floor), where a tenth is too coarse."""
+    if not b or b != b or a != a:
+        return "n/a"
+    return f"{a / b:.2f}x"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--serve-peer", type=int, help=argparse.SUPPRESS)
@@ -319,6 +370,16 @@ def main():
     ap.add_argument("--peer-lib-path", default=None, help="LD_LIBRARY_PATH for the peer")
     ap.add_argument("--stand-in", action="store_true",
                     help="the peer's nvidia-smi is bench/gpumon/fake-nvidia-smi")
+    ap.add_argument("--static-server",
+                    help="bench/gpumon/static-server: the floor of the scrape figure (without "
+                         "it, no floor figure)")
+    ap.add_argument("--floor-fixture", action="append", default=[],
+                    help="also run the floor figure on this fixture, with a gpumon of its own "
+                         "(repeatable)")
+    ap.add_argument("--floor-only", action="store_true",
+                    help="only the floor figure: no peer, no memory or CPU figures")
+    ap.add_argument("--floor-span", type=float,
+                    help="seconds the floor figure spreads each request's scrapes over")
     ap.add_argument("--quick", action="store_true", help="fewer scrapes, shorter windows")
     ap.add_argument("--scrapes", type=int, help="timed scrapes per exporter")
     ap.add_argument("--window", type=float, help="seconds per CPU window")
@@ -330,8 +391,13 @@ def main():
         return serve_peer(a.serve_peer, a.nvidia_smi)
     if not a.gpumon:
         ap.error("--gpumon is required")
+    if a.floor_only and not a.static_server:
+        ap.error("--floor-only needs --static-server")
+    if a.floor_fixture and not a.fixture:
+        ap.error("--floor-fixture needs the fake NVML (--fixture)")
     scrapes = a.scrapes or (300 if a.quick else 2000)
     window = a.window or (10.0 if a.quick else 60.0)
+    a.floor_span = a.floor_span or (3.0 if a.quick else 10.0)
     own_tmp = a.tmpdir is None
     tmpdir = Path(a.tmpdir or tempfile.mkdtemp(prefix="gpumon-bench-"))
     try:
@@ -341,50 +407,88 @@ def main():
             shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-def start_targets(a, tmpdir):
-    base_env = {k: v for k, v in os.environ.items()
-                if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_FIXTURE")}
-    n_gpus = None
-    if a.fixture:
-        fixture, n_gpus = prepare_fixture(a.fixture, tmpdir)
-        base_env["FAKE_NVML_FIXTURE"] = str(fixture)
-    genv = dict(base_env)
+def clean_env():
+    return {k: v for k, v in os.environ.items()
+            if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_FIXTURE")}
+
+
+def fixture_env(a, fixture, tmpdir, tag):
+    """The environment both exporters share for one fixture (its slowed-down copy) and the
+    fixture's description, or the plain environment and None with the real driver."""
+    env = clean_env()
+    if not fixture:
+        return env, None
+    path, what = prepare_fixture(fixture, tmpdir, f"fixture-{tag}.json")
+    env["FAKE_NVML_FIXTURE"] = str(path)
+    return env, f"{Path(fixture).name} ({what})"
+
+
+def start_gpumon(a, env, tmpdir, tag):
+    genv = dict(env)
     if a.gpumon_lib_path:
         genv["LD_LIBRARY_PATH"] = a.gpumon_lib_path
-    penv = dict(base_env)
-    if a.peer_lib_path:
-        penv["LD_LIBRARY_PATH"] = a.peer_lib_path
     conf = tmpdir / "gpumon.conf"
     conf.write_text(f"[gpumon]\npcie_throughput = {a.pcie}\n")
-    gport, pport = free_port(), free_port()
-    gpumon = Target("gpumon", [a.gpumon, "--config", str(conf), "--listen", f"127.0.0.1:{gport}",
+    port = free_port()
+    gpumon = Target("gpumon", [a.gpumon, "--config", str(conf), "--listen", f"127.0.0.1:{port}",
                                "--interval", "1s", "--hostname", "bench"],
-                    genv, gport, tmpdir / "gpumon.log")
-    peer = Target("peer", [sys.executable, os.path.abspath(__file__), "--serve-peer", str(pport),
-                           "--nvidia-smi", a.nvidia_smi], penv, pport, tmpdir / "peer.log")
-    try:
-        gpumon.wait_ready(lambda t: re.search(r"^gpumon_up 1", t, re.M)
-                          and re.search(r"^DCGM_FI_DEV_GPU_TEMP\{", t, re.M))
-        peer.wait_ready(lambda t: "DCGM_FI_DEV_GPU_TEMP{" in t)
-    except BaseException:
-        gpumon.stop()
-        peer.stop()
-        raise
-    return gpumon, peer, penv, n_gpus
+                    genv, port, tmpdir / f"gpumon-{tag}.log")
+    # The sampler publishes its first snapshot complete, slow fields and MIG included, before
+    # it serves, so the first page is as big as any later one.
+    gpumon.wait_ready(lambda t: re.search(r"^gpumon_up 1", t, re.M)
+                      and re.search(r"^DCGM_FI_DEV_GPU_TEMP\{", t, re.M))
+    return gpumon
 
 
 def run(a, scrapes, window, tmpdir):
-    gpumon, peer, penv, n_gpus = start_targets(a, tmpdir)
+    figures = {"scrapes": scrapes, "window_s": window, "floor": []}
+    fixtures = [a.fixture] + a.floor_fixture
+    for i, fixture in enumerate(fixtures):
+        env, where = fixture_env(a, fixture, tmpdir, i)
+        if i == 0:
+            figures["where"] = where
+        gpumon = start_gpumon(a, env, tmpdir, i)
+        try:
+            if i == 0 and not a.floor_only:
+                figures.update(peer_figures(a, gpumon, env, scrapes, window, tmpdir))
+            if a.static_server:
+                figures["floor"].append(floor_figure(a, gpumon, scrapes, tmpdir, i, where))
+        finally:
+            gpumon.stop()
+    report(a, figures)
+    if a.json:
+        Path(a.json).write_text(json.dumps(slim_figures(figures), indent=1))
+    return 0
+
+
+def slim_figures(figures):
+    """The figures with each list of scrape times cut down to its p50 and p99."""
+    def slim(lat):
+        return {k: {"p50": percentile(v, 50), "p99": percentile(v, 99)} for k, v in lat.items()}
+    out = dict(figures)
+    if "latency" in out:
+        out["latency"] = slim(out["latency"])
+    out["floor"] = [dict(fl, variants=[dict(v, latency=slim(v["latency"]))
+                                       for v in fl["variants"]]) for fl in out["floor"]]
+    return out
+
+
+# ---- gpumon against the peer ----
+
+
+def peer_figures(a, gpumon, env, scrapes, window, tmpdir):
+    """Latency, memory and CPU of gpumon and the peer, started here on the same fixture."""
+    penv = dict(env)
+    if a.peer_lib_path:
+        penv["LD_LIBRARY_PATH"] = a.peer_lib_path
+    pport = free_port()
+    peer = Target("peer", [sys.executable, os.path.abspath(__file__), "--serve-peer", str(pport),
+                           "--nvidia-smi", a.nvidia_smi], penv, pport, tmpdir / "peer.log")
     targets = [gpumon, peer]
     try:
+        peer.wait_ready(lambda t: "DCGM_FI_DEV_GPU_TEMP{" in t)
         smi_cost = nvidia_smi_cost(a.nvidia_smi, penv)
-        for t in targets:
-            t.timed_scrapes(20)  # warm-up, not counted
-            t.times.clear()
-        # Four alternating blocks, so machine noise hits both alike.
-        for _ in range(4):
-            for t in targets:
-                t.timed_scrapes(scrapes // 4)
+        latency = alternating_scrapes(targets, scrapes)
         mem = {t.name: proc_mem(t.proc.pid) for t in targets}
         idle = cpu_window(targets, window)
         scraped = cpu_window(targets, window, scrape_every=1.0)
@@ -392,33 +496,143 @@ def run(a, scrapes, window, tmpdir):
         gpumon_text = gpumon.body.decode()
         peer_text = peer.body.decode()
     finally:
-        for t in targets:
-            t.stop()
-    figures = {
-        "scrapes": scrapes, "window_s": window, "nvidia_smi_s": smi_cost,
-        "latency": {t.name: sorted(t.times) for t in targets},
+        peer.stop()
+    return {
+        "nvidia_smi_s": smi_cost, "latency": latency,
         "mem": mem_end, "mem_after_latency": mem,
         "cpu_idle": idle, "cpu_scraped": scraped,
         "series": {"gpumon": series_count(gpumon_text), "peer": series_count(peer_text)},
         "bytes": {"gpumon": len(gpumon_text), "peer": len(peer_text)},
     }
-    report(a, figures, n_gpus)
-    if a.json:
-        slim = dict(figures)
-        slim["latency"] = {k: {"p50": percentile(v, 50), "p99": percentile(v, 99)}
-                           for k, v in figures["latency"].items()}
-        Path(a.json).write_text(json.dumps(slim, indent=1))
-    return 0
 
 
-def report(a, f, n_gpus):
+# ---- gpumon against its floor ----
+
+
+def header_names(headers):
+    # Date differs by the second and says nothing about the work done.
+    return sorted(k.lower() for k in headers.keys() if k.lower() != "date")
+
+
+def start_floor(a, gpumon, headers, tmpdir, stem):
+    """static-server serving the page gpumon sent last, for these request headers: its plain
+    bytes, and its gzip bytes as gpumon sent them."""
+    reply = gpumon.reply_headers
+    encoding = reply.get("Content-Encoding")
+    plain = gzip.decompress(gpumon.body) if encoding == "gzip" else gpumon.body
+    plain_path = tmpdir / f"{stem}.body"
+    plain_path.write_bytes(plain)
+    argv = [a.static_server, "--body", str(plain_path), "--content-type", reply["Content-Type"]]
+    if encoding == "gzip":
+        gz_path = tmpdir / f"{stem}.body.gz"
+        gz_path.write_bytes(gpumon.body)
+        argv += ["--gzip-body", str(gz_path)]
+    port = free_port()
+    floor = Target("floor", argv + ["--listen", f"127.0.0.1:{port}"], clean_env(), port,
+                   tmpdir / f"{stem}.log")
+    try:
+        floor.wait_ready(lambda t: True)
+        if floor.get(headers=headers) != gpumon.body:
+            raise SystemExit(f"bench: {a.static_server} does not serve the bytes of gpumon's page")
+    except BaseException:
+        floor.stop()
+        raise
+    return floor, plain
+
+
+def settle(gpumon, quiet_s=2.0, timeout=30):
+    """Waits until gpumon's page has kept its series for quiet_s: some come only after the first
+    samples (rates need two, the fixture's XIDs come at their time), and the floor must serve a
+    page as big as the ones gpumon serves while it is timed."""
+    deadline = time.monotonic() + timeout
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        n = series_count(gpumon.get().decode())
+        if n != last:
+            last, since = n, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+        time.sleep(0.25)
+
+
+def paced_pairs(targets, pairs, span_s, headers, warmup=20):
+    """Sorted scrape times (s) of each target, one scrape of each per pair in random order,
+    the pairs evenly spread over span_s. Back to back, 2000 scrapes of 0.1 ms take a fifth of
+    a second: whether gpumon's once-a-second render (a few ms of CPU) falls into them is a
+    coin toss that decides the p99. Spread over many sampling intervals, the scrapes meet the
+    sampler at every phase, as a scraper does; pairs put any noise on both targets alike."""
+    times = {t.name: [] for t in targets}
+    for t in targets:
+        t.timed_scrapes(warmup, headers)
+        t.sizes.clear()
+    gap = span_s / pairs
+    due = time.monotonic()
+    for _ in range(pairs):
+        for t in random.sample(targets, len(targets)):
+            times[t.name] += t.timed_scrapes(1, headers)
+        due += gap
+        pause = due - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+    return {name: sorted(v) for name, v in times.items()}
+
+
+def floor_figure(a, gpumon, scrapes, tmpdir, tag, where):
+    """gpumon's scrape latency against static-server's on the bytes of one gpumon page, for
+    each request of FLOOR_VARIANTS. gpumon renders its pages in its sampler thread, once a
+    second; what is timed here is serving them, at every phase of that second."""
+    settle(gpumon)
+    out = {"fixture": where, "span_s": a.floor_span, "variants": []}
+    for i, (label, headers) in enumerate(FLOOR_VARIANTS):
+        gpumon.body = gpumon.get(headers=headers)
+        floor, plain = start_floor(a, gpumon, headers, tmpdir, f"page-{tag}-{i}")
+        try:
+            latency = paced_pairs([gpumon, floor], scrapes, a.floor_span, headers)
+            names = {"gpumon": header_names(gpumon.reply_headers),
+                     "floor": header_names(floor.reply_headers)}
+        finally:
+            floor.stop()
+        out["variants"].append({
+            "label": label,
+            "content_type": gpumon.reply_headers["Content-Type"],
+            "encoding": gpumon.reply_headers.get("Content-Encoding") or "identity",
+            "bytes": len(floor.body), "plain_bytes": len(plain),
+            "gpumon_bytes": [min(gpumon.sizes), max(gpumon.sizes)],
+            "series": series_count(plain.decode()),
+            "headers": names, "latency": latency,
+        })
+    return out
+
+
+# ---- the report ----
+
+
+def latency_stats(times):
+    """(p50, p99, mean, max) in ms of sorted times in seconds."""
+    s = [x * 1000 for x in times]
+    return percentile(s, 50), percentile(s, 99), sum(s) / len(s), s[-1]
+
+
+def report(a, f):
     p = print
-    where = (f"fake NVML, fixture {Path(a.fixture).name} ({n_gpus} GPUs), delays "
+    where = (f"fake NVML, fixture {f['where']}, delays "
              + ", ".join(f"{k} {v / 1000:g} ms" for k, v in FIXTURE_DELAYS_US.items())
              if a.fixture else "the real NVML driver")
     p(f"gpumon benchmark: {where}")
     p(f"gpumon build type: {gpumon_build_type(a.gpumon)}; {os.cpu_count()} CPUs; "
       f"pcie_throughput={a.pcie}; gpumon --interval 1s")
+    if "latency" in f:
+        report_peer(a, f)
+    if a.static_server:
+        for fl in f["floor"]:
+            report_floor(f, fl)
+    else:
+        p("")
+        p("scrape vs static floor: not measured (no --static-server)")
+
+
+def report_peer(a, f):
+    p = print
     smi = f["nvidia_smi_s"] * 1000
     if a.stand_in:
         p(f"peer: python http.server running {Path(a.nvidia_smi).name} per scrape. NOTE: this is"
@@ -433,8 +647,7 @@ def report(a, f, n_gpus):
     p(f"  {'':18}{'p50':>10}{'p99':>10}{'mean':>10}{'max':>10}")
     stats = {}
     for name, times in f["latency"].items():
-        s = [x * 1000 for x in times]
-        stats[name] = (percentile(s, 50), percentile(s, 99), sum(s) / len(s), s[-1])
+        stats[name] = latency_stats(times)
         p(f"  {name:18}" + "".join(f"{v:10.3f}" for v in stats[name]))
     p(f"  {'ratio peer/gpumon':18}" + "".join(
         f"{fmt_ratio(b, g):>10}" for g, b in zip(stats["gpumon"], stats["peer"])))
@@ -463,6 +676,34 @@ def report(a, f, n_gpus):
     p("  scraped 1/s: both serve a Prometheus-like scrape every second; the fair comparison.")
     p(f"  (clock ticks are 1/{CLK_TCK} s: a figure below {3600 / CLK_TCK / f['window_s']:.0f} "
       "s/h is at the resolution limit)")
+
+
+def report_floor(f, fl):
+    p = print
+    p("")
+    p(f"scrape vs static floor: {fl['fixture'] or 'the real NVML driver'}; "
+      f"{f['scrapes']} keep-alive GETs each, in pairs of random order spread over "
+      f"{fl['span_s']:g} s (ms)")
+    p("  floor: static-server, the same HTTP server replying with the bytes of one gpumon page")
+    for v in fl["variants"]:
+        gzipped = (f", {v['bytes']} bytes gzip-encoded" if v["encoding"] == "gzip" else "")
+        p(f"  {v['label']}: {v['content_type']}, {v['series']} series, "
+          f"{v['plain_bytes']} bytes{gzipped}")
+        p(f"    {'':16}{'p50':>10}{'p99':>10}{'mean':>10}{'max':>10}")
+        stats = {name: latency_stats(times) for name, times in v["latency"].items()}
+        for name in ("gpumon", "floor"):
+            p(f"    {name:16}" + "".join(f"{x:10.3f}" for x in stats[name]))
+        ratios = [fmt_ratio2(g, b) for g, b in zip(stats["gpumon"], stats["floor"])]
+        met = all(stats["gpumon"][k] <= FLOOR_GOAL * stats["floor"][k] for k in (0, 1))
+        p(f"    {'gpumon/floor':16}" + "".join(f"{r:>10}" for r in ratios)
+          + f"   goal: p50, p99 <= {FLOOR_GOAL:g}x ({'met' if met else 'NOT met'})")
+        lo, hi = v["gpumon_bytes"]
+        if lo < 0.98 * v["bytes"] or hi > 1.02 * v["bytes"]:
+            p(f"    NOTE: gpumon's pages were {lo}-{hi} bytes while timed, the floor's "
+              f"{v['bytes']}: the comparison is off by that much")
+        if v["headers"]["gpumon"] != v["headers"]["floor"]:
+            p(f"    NOTE: the reply headers differ: gpumon {v['headers']['gpumon']}, "
+              f"floor {v['headers']['floor']}")
 
 
 if __name__ == "__main__":

@@ -110,7 +110,8 @@ static void add_mig(struct gpu_sample *g, unsigned gi_id, unsigned ci_id, const 
     *m = (struct mig_sample){.id = {.index = g->n_mig, .gi_id = gi_id, .ci_id = ci_id}};
     snprintf(m->id.profile, sizeof(m->id.profile), "%s", profile);
     snprintf(m->id.uuid, sizeof(m->id.uuid), "MIG-%u-%u", gi_id, ci_id);
-    set(&m->values, GF_FB_USED, used, GF_FB_FREE, total - used, GF_FB_TOTAL, total, END);
+    set(&m->values, GF_FB_USED, used, GF_FB_FREE, total - used, GF_FB_TOTAL, total,
+        GF_PROF_GR_ENGINE_ACTIVE, gi_id / 8.0, END);
     g->n_mig++;
     g->id.mig_enabled = true;
 }
@@ -211,14 +212,11 @@ static struct expose_opts fixed_opts(enum prom_format f)
 {
     return (struct expose_opts){
         .format = f,
-        .now = TAKEN_AT + 0.25,
-        .fixed_scrape_duration = true,
-        .scrape_duration = 0.000125,
         .version = "0.1.0-test",
     };
 }
 
-/* Every family has HELP, TYPE and at least one sample; the last family is the scrape duration;
+/* Every family has HELP, TYPE and at least one sample; the last family is the NVML error count;
  * no value is a -1 sentinel; OpenMetrics ends with "# EOF". */
 static void check_structure(const char *text, enum prom_format f)
 {
@@ -248,7 +246,7 @@ static void check_structure(const char *text, enum prom_format f)
     }
     assert_false(want_type || want_sample);
     assert_non_null(last_sample);
-    assert_int_equal(strncmp(last_sample, "gpumon_scrape_duration_seconds ", 31), 0);
+    assert_int_equal(strncmp(last_sample, "gpumon_nvml_errors_total ", 25), 0);
     if (f == PROM_FORMAT_OPENMETRICS)
         assert_string_equal(text + len - 6, "# EOF\n");
 }
@@ -410,11 +408,14 @@ static void test_consumer_gpu(void **state)
     assert_true(value_of(t, "DCGM_FI_DEV_POWER_USAGE{") == 402.512);
     assert_true(value_of(t, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{") == 123456789012.0);
     assert_non_null(strstr(t, "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n"));
-    /* XID support known, none seen yet: 0, not absent. */
+    /* XID support known, none seen yet: 0, not absent, labelled as dcgm-exporter does. */
     assert_true(value_of(t, "DCGM_FI_DEV_XID_ERRORS{") == 0);
+    assert_non_null(strstr(t, "DCGM_FI_DRIVER_VERSION=\"580.159.04\",err_code=\"0\","
+                              "err_msg=\"No Error\"} 0\n"));
     assert_null(strstr(t, "gpumon_xid_errors_total"));
     /* Clock events: the raw mask and one 0/1 series per reason. */
-    assert_true(value_of(t, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{") == 4);
+    assert_true(value_of(t, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS{") == 4);
+    assert_null(strstr(t, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"));
     assert_int_equal(count_lines(t, "gpumon_clock_event_active{"), 9);
     const char *cap = strstr(t, ",reason=\"sw_power_cap\"} 1\n");
     const char *idle = strstr(t, ",reason=\"gpu_idle\"} 0\n");
@@ -426,7 +427,7 @@ static void test_consumer_gpu(void **state)
                               "container=\"docker://0123456789ab\",hpc_job=\"\"} 18253611008\n"));
     assert_true(value_of(t, "gpumon_up ") == 1);
     assert_true(value_of(t, "gpumon_gpus ") == 1);
-    assert_true(value_of(t, "gpumon_sample_age_seconds ") == 0.25);
+    assert_true(value_of(t, "gpumon_sample_timestamp_seconds ") == TAKEN_AT);
     assert_null(strstr(t, "gpumon_last_error_info"));
 }
 
@@ -438,29 +439,43 @@ static void test_mig_gpu(void **state)
     check_golden("mig.prom", t);
     check_promtool(t);
 
-    /* The parent's series carry no instance labels; each GPU instance gets one series, with
-     * GPU_I_PROFILE and GPU_I_ID after modelName. */
-    assert_int_equal(count_lines(t, "DCGM_FI_DEV_FB_USED{"), 3);
-    assert_true(value_of(t, "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-0a1b2c3d-4e5f-6071-8293-"
-                            "a4b5c6d7e8f9\",pci_bus_id=\"00000000:07:00.0\",device=\"nvidia0\","
-                            "modelName=\"NVIDIA H200\",Hostname") == 36864);
+    /* dcgm-exporter's device mode: no series for the parent, one per GPU instance, with
+     * GPU_I_PROFILE and GPU_I_ID after modelName; memory is each instance's own, so a sum over
+     * the GPU counts it once. */
+    assert_int_equal(count_lines(t, "DCGM_FI_DEV_FB_USED{"), 2);
+    assert_null(strstr(t, "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-0a1b2c3d-4e5f-6071-8293-"
+                          "a4b5c6d7e8f9\",pci_bus_id=\"00000000:07:00.0\",device=\"nvidia0\","
+                          "modelName=\"NVIDIA H200\",Hostname"));
     static const char gi2[] = "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-0a1b2c3d-4e5f-6071-8293-"
                               "a4b5c6d7e8f9\",pci_bus_id=\"00000000:07:00.0\",device=\"nvidia0\","
                               "modelName=\"NVIDIA H200\",GPU_I_PROFILE=\"1g.18gb\",GPU_I_ID=\"2\","
                               "Hostname=\"node1\",DCGM_FI_DRIVER_VERSION=\"580.159.04\"}";
     assert_true(value_of(t, gi2) == 6144);
     assert_null(strstr(t, "9999"));
-    assert_int_equal(count_lines(t, "DCGM_FI_DEV_FB_TOTAL{"), 3);
-    /* Only the framebuffer fields are per instance. */
-    assert_int_equal(count_lines(t, "DCGM_FI_DEV_GPU_TEMP{"), 1);
+    assert_int_equal(count_lines(t, "DCGM_FI_DEV_FB_TOTAL{"), 2);
+    /* Device-wide fields repeat the GPU's value on each instance. */
+    assert_int_equal(count_lines(t, "DCGM_FI_DEV_GPU_TEMP{"), 2);
+    assert_non_null(strstr(t, "GPU_I_PROFILE=\"3g.71gb\",GPU_I_ID=\"1\",Hostname=\"node1\","
+                              "DCGM_FI_DRIVER_VERSION=\"580.159.04\"} 41\n"));
     assert_null(strstr(t, "DCGM_FI_DEV_GPU_UTIL"));
+    /* The instances' profiling values are their own; PCIe traffic has none per instance. */
+    assert_int_equal(count_lines(t, "DCGM_FI_PROF_GR_ENGINE_ACTIVE{"), 2);
+    assert_non_null(strstr(t, "GPU_I_ID=\"2\",Hostname=\"node1\",DCGM_FI_DRIVER_VERSION=\"580.159."
+                              "04\"} 0.25\n"));
+    assert_null(strstr(t, "DCGM_FI_PROF_PCIE_TX_BYTES"));
+    /* gpumon's own families stay per GPU. */
+    assert_int_equal(count_lines(t, "gpumon_pcie_tx_bytes_per_second{"), 1);
     /* Processes in an instance carry its GPU_I_ID. */
     assert_non_null(strstr(t, "modelName=\"NVIDIA H200\",GPU_I_ID=\"1\",Hostname=\"node1\","
                               "DCGM_FI_DRIVER_VERSION=\"580.159.04\",pid=\"5001\","
                               "process=\"torchrun\",user=\"bob\",container=\"capsule://llm-ft\","
                               "hpc_job=\"gpuq://1234\"} 32212254720\n"));
-    /* XIDs: the last one, and per XID a count and a time. */
+    /* XIDs: the last one, per instance as dcgm-exporter shows it, and per XID a count and a
+     * time. */
+    assert_int_equal(count_lines(t, "DCGM_FI_DEV_XID_ERRORS{"), 2);
     assert_true(value_of(t, "DCGM_FI_DEV_XID_ERRORS{") == 31);
+    assert_non_null(strstr(t, "GPU_I_ID=\"2\",Hostname=\"node1\",DCGM_FI_DRIVER_VERSION=\"580.159."
+                              "04\",err_code=\"31\",err_msg=\"GPU memory page fault\"} 31\n"));
     assert_non_null(strstr(t, ",xid=\"13\"} 2\n"));
     assert_int_equal(count_lines(t, "gpumon_xid_errors_total{"), 2);
     assert_int_equal(count_lines(t, "gpumon_xid_last_seen_timestamp_seconds{"), 2);
@@ -582,33 +597,61 @@ static void test_negative_counter_left_out(void **state)
     assert_non_null(find_line(t, "DCGM_FI_DEV_SM_CLOCK{"));
 }
 
-static double clock_now(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Without fixed values the age comes from the real clock and the duration from the monotonic
- * one, starting at the request's start. */
-static void test_measured_times(void **state)
+/* A pre-rendered page must not depend on the scrape: the sample's own time replaces an age. */
+static void test_sample_time(void **state)
 {
     _cleanup_(snapshot_unrefp) struct snapshot *s = consumer_snapshot();
-    s->taken_at = clock_now(CLOCK_REALTIME) - 2;
     struct expose_opts o = {.format = PROM_FORMAT_TEXT};
-    clock_gettime(CLOCK_MONOTONIC, &o.started);
-    o.started.tv_sec -= 1;
     _cleanup_free_ char *t = render(s, &o);
-    double age = value_of(t, "gpumon_sample_age_seconds ");
-    double took = value_of(t, "gpumon_scrape_duration_seconds ");
-    assert_true(age >= 2 && age < 60);
-    assert_true(took >= 1 && took < 60);
+    assert_true(value_of(t, "gpumon_sample_timestamp_seconds ") == TAKEN_AT);
+    assert_null(strstr(t, "gpumon_sample_age_seconds"));
+    assert_null(strstr(t, "gpumon_scrape_duration_seconds"));
     assert_non_null(strstr(t, "gpumon_info{version=\"" GPUNODE_VERSION "\""));
+    _cleanup_free_ char *again = render(s, &o);
+    assert_string_equal(t, again);
+}
 
-    o.started = (struct timespec){0, 0}; /* measured from the call */
-    _cleanup_free_ char *t2 = render(s, &o);
-    took = value_of(t2, "gpumon_scrape_duration_seconds ");
-    assert_true(took >= 0 && took < 1);
+/* What a collectors file selects: only its fields, its label, DCGM 3's name when listed. */
+static void test_selection(void **state)
+{
+    _cleanup_(snapshot_unrefp) struct snapshot *s = consumer_snapshot();
+    const char *names[EXPOSE_DCGM_NAMES_MAX];
+    bool selected[EXPOSE_DCGM_NAMES_MAX] = {false};
+    size_t n = expose_dcgm_names(names);
+    assert_true(n > 40 && n <= EXPOSE_DCGM_NAMES_MAX);
+    for (size_t i = 0; i < n; i++)
+        selected[i] = strcmp(names[i], "DCGM_FI_DEV_GPU_TEMP") == 0 ||
+                      strcmp(names[i], "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS") == 0;
+    struct expose_selection sel;
+    expose_select(names, selected, n, &sel);
+    struct expose_opts o = {.format = PROM_FORMAT_TEXT, .sel = &sel};
+    _cleanup_free_ char *t = render(s, &o);
+    assert_int_equal(count_lines(t, "DCGM_"), 2);
+    assert_non_null(strstr(t, "Hostname=\"node1\"} 63\n")); /* no driver label */
+    assert_true(value_of(t, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{") == 4);
+    assert_null(strstr(t, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"));
+    assert_null(strstr(t, "DCGM_FI_DEV_XID_ERRORS"));
+    /* gpumon's own families do not depend on it. */
+    assert_non_null(find_line(t, "gpumon_clock_event_active{"));
+    assert_non_null(find_line(t, "gpumon_process_memory_bytes{"));
+
+    expose_select_all(&sel, true);
+    _cleanup_free_ char *both = render(s, &o);
+    assert_true(value_of(both, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{") == 4);
+    assert_true(value_of(both, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS{") == 4);
+}
+
+/* A GPU without GPM says why its profiling fields are missing. */
+static void test_profiling_reason(void **state)
+{
+    _cleanup_(snapshot_unrefp) struct snapshot *s = consumer_snapshot();
+    snprintf(s->gpu[0].prof_reason, sizeof(s->gpu[0].prof_reason),
+             "GPM is not supported on this GPU");
+    struct expose_opts o = {.format = PROM_FORMAT_TEXT};
+    _cleanup_free_ char *t = render(s, &o);
+    assert_non_null(strstr(t, "DCGM_FI_DRIVER_VERSION=\"580.159.04\",reason=\"GPM is not "
+                              "supported on this GPU\"} 1\n"));
+    assert_null(find_line(t, "DCGM_FI_PROF_"));
 }
 
 /* 8 busy GPUs with processes and XIDs, rendered as every scrape does. */
@@ -644,11 +687,12 @@ static void test_eight_gpus(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_consumer_gpu),   cmocka_unit_test(test_mig_gpu),
-        cmocka_unit_test(test_openmetrics),    cmocka_unit_test(test_lost_gpu),
-        cmocka_unit_test(test_nvml_down),      cmocka_unit_test(test_odd_labels),
-        cmocka_unit_test(test_no_gpus),        cmocka_unit_test(test_negative_counter_left_out),
-        cmocka_unit_test(test_measured_times), cmocka_unit_test(test_eight_gpus),
+        cmocka_unit_test(test_consumer_gpu), cmocka_unit_test(test_mig_gpu),
+        cmocka_unit_test(test_openmetrics),  cmocka_unit_test(test_lost_gpu),
+        cmocka_unit_test(test_nvml_down),    cmocka_unit_test(test_odd_labels),
+        cmocka_unit_test(test_no_gpus),      cmocka_unit_test(test_negative_counter_left_out),
+        cmocka_unit_test(test_sample_time),  cmocka_unit_test(test_eight_gpus),
+        cmocka_unit_test(test_selection),    cmocka_unit_test(test_profiling_reason),
     };
     return test_run_cases(tests);
 }

@@ -1015,7 +1015,8 @@ static void test_server(void **state)
     struct sampler *s = start(&c);
     struct server *srv = NULL;
     struct errmsg e = {""};
-    assert_int_equal(server_new("127.0.0.1:0", s, c.interval_s, "9.9.9", &srv, &e), 0);
+    struct expose_opts eo = {.version = "9.9.9"};
+    assert_int_equal(server_new("127.0.0.1:0", s, c.interval_s, &eo, &srv, &e), 0);
     uint16_t port = server_port(srv);
     assert_true(port > 0);
     struct http_response r;
@@ -1030,6 +1031,19 @@ static void test_server(void **state)
     assert_non_null(strstr(buf, "version=0.0.4"));
     http_response_done(&r);
 
+    /* Prometheus prefers OpenMetrics but takes text 0.0.4, the one format in which dcgm's
+     * counters without _total stay counters: it gets text. */
+    assert_int_equal(get(port, "GET", "/metrics",
+                         "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                         "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+                         &r),
+                     200);
+    assert_true(http_response_header(&r, "Content-Type", buf, sizeof(buf)) > 0);
+    assert_non_null(strstr(buf, "version=0.0.4"));
+    assert_non_null(strstr(r.body, "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n"));
+    http_response_done(&r);
+
+    /* A client that takes OpenMetrics only gets it. */
     assert_int_equal(get(port, "GET", "/metrics", "application/openmetrics-text", &r), 200);
     assert_true(http_response_header(&r, "Content-Type", buf, sizeof(buf)) > 0);
     assert_non_null(strstr(buf, "application/openmetrics-text"));
@@ -1067,7 +1081,8 @@ static void test_server_health_down(void **state)
     struct sampler *s = start(&c);
     struct server *srv = NULL;
     struct errmsg e = {""};
-    assert_int_equal(server_new("127.0.0.1:0", s, c.interval_s, NULL, &srv, &e), 0);
+    struct expose_opts eo = {0};
+    assert_int_equal(server_new("127.0.0.1:0", s, c.interval_s, &eo, &srv, &e), 0);
     struct http_response r;
     assert_int_equal(get(server_port(srv), "GET", "/health", NULL, &r), 503);
     assert_non_null(strstr(r.body, "Driver Not Loaded"));

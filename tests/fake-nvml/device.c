@@ -1,5 +1,6 @@
 /* The per-device queries: identity, telemetry, ECC, field values and process lists. Each one
  * answers from the fixture and NOT_SUPPORTED when its key is absent. */
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -369,6 +370,57 @@ nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRo
     return fake_end(r);
 }
 
+/* An NVLink counter: KiB at the fixture's rate since init, for one link (an even share) or all
+ * of them (scopeId UINT_MAX). kind: 0 data tx, 1 data rx, 2 raw tx, 3 raw rx. */
+static void nvlink_counter(const struct fake_ctx *c, unsigned kind, nvmlFieldValue_t *v)
+{
+    const struct fake_gpu *g = c->gpu;
+    if (v->scopeId != UINT_MAX && v->scopeId >= NVML_NVLINK_MAX_LINKS) {
+        v->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
+        return;
+    }
+    if (g->nvlink_links == 0 || (v->scopeId != UINT_MAX && v->scopeId >= g->nvlink_links)) {
+        v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        return;
+    }
+    double kib = (double)g->nvlink_kibps[kind] * c->now;
+    if (v->scopeId != UINT_MAX)
+        kib /= g->nvlink_links;
+    v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+    v->value.ullVal = (unsigned long long)kib;
+    v->nvmlReturn = NVML_SUCCESS;
+}
+
+/* One field of nvmlDeviceGetFieldValues(); unknown ids are NOT_SUPPORTED, as a driver answers
+ * for fields this GPU lacks. */
+static void field_value(const struct fake_ctx *c, nvmlFieldValue_t *v)
+{
+    const struct fake_gpu *g = c->gpu;
+    v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    switch (v->fieldId) {
+    case NVML_FI_DEV_MEMORY_TEMP:
+        if (g->memory_temperature.set) {
+            v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+            v->value.uiVal = (unsigned int)g->memory_temperature.v;
+            v->nvmlReturn = NVML_SUCCESS;
+        }
+        break;
+    case NVML_FI_DEV_NVLINK_LINK_COUNT:
+        if (g->nvlink_links > 0) {
+            v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+            v->value.uiVal = g->nvlink_links;
+            v->nvmlReturn = NVML_SUCCESS;
+        }
+        break;
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX:
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX:
+        nvlink_counter(c, v->fieldId - NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, v);
+        break;
+    }
+}
+
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
                                       nvmlFieldValue_t *values)
 {
@@ -385,13 +437,7 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
         v->timestamp = now.tv_sec * 1000000LL + now.tv_nsec / 1000;
         v->latencyUsec = 0;
         /* Per field: the call succeeds, each value says whether it could be read. */
-        if (v->fieldId == NVML_FI_DEV_MEMORY_TEMP && c.gpu->memory_temperature.set) {
-            v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
-            v->value.uiVal = (unsigned int)c.gpu->memory_temperature.v;
-            v->nvmlReturn = NVML_SUCCESS;
-        } else {
-            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
-        }
+        field_value(&c, v);
     }
     return fake_end(NVML_SUCCESS);
 }
@@ -450,3 +496,18 @@ nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsig
                          infos);
 }
 #endif
+
+/* Much older than the calls the old variant lacks, so it has this one. */
+nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device,
+                                             nvmlGpuVirtualizationMode_t *pVirtualMode)
+{
+    struct fake_ctx c;
+    nvmlReturn_t r = fake_begin(FC_nvmlDeviceGetVirtualizationMode, device, 0, &c);
+    if (r == NVML_SUCCESS && !pVirtualMode)
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && !c.gpu->virt_mode.set)
+        r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS)
+        *pVirtualMode = (nvmlGpuVirtualizationMode_t)c.gpu->virt_mode.v;
+    return fake_end(r);
+}

@@ -41,6 +41,14 @@ struct fake_num {
     unsigned long long v;
 };
 
+/* GPM metric values by metric id, for the ids the fixture can name (below 98: the metrics of the
+ * first GPM drivers). A metric not set answers NOT_SUPPORTED in nvmlGpmMetricsGet. */
+#define FAKE_GPM_IDS 98
+struct fake_gpm {
+    bool set[FAKE_GPM_IDS];
+    double v[FAKE_GPM_IDS];
+};
+
 struct fake_proc {
     unsigned pid;
     unsigned long long used_memory; /* NVML_VALUE_NOT_AVAILABLE for null */
@@ -58,6 +66,7 @@ struct fake_mig_instance {
     unsigned gi, ci, profile_id;
     char uuid[FAKE_STR_MAX];
     struct fake_num mem_total, mem_used; /* bytes */
+    struct fake_gpm gpm;                 /* nvmlGpmMigSampleGet of this GPU instance */
 };
 
 struct fake_mig_profile {
@@ -88,6 +97,13 @@ struct fake_gpu {
     unsigned remap_corr, remap_unc, remap_pending, remap_failure;
     bool xid_events;
     double lost_at; /* < 0: never */
+
+    struct fake_num virt_mode; /* nvmlGpuVirtualizationMode_t */
+    bool gpm_supported;
+    struct fake_gpm gpm; /* whole-GPU samples */
+    /* NVLink: links (0: none), and the rates its cumulative KiB counters grow at. */
+    unsigned nvlink_links;
+    unsigned long long nvlink_kibps[4]; /* data tx, data rx, raw tx, raw rx */
 
     bool has_mig, mig_enabled, mig_pending;
     unsigned mig_max_devices;
@@ -183,3 +199,9 @@ nvmlReturn_t fake_copy_string(char *buf, unsigned length, const char *s);
 
 /* mig.c: the profile of a MIG instance, NULL if absent. */
 const struct fake_mig_profile *fake_profile_by_id(const struct fake_gpu *g, unsigned id);
+
+/* mig.c: the first instance with GPU instance id gi while MIG is enabled, NULL if none. */
+const struct fake_mig_instance *fake_instance_by_gi(const struct fake_gpu *g, unsigned gi);
+
+/* gpm.c: the metric id for a fixture name ("sm_util"), -1 if there is none. */
+int fake_gpm_metric_from_name(const char *name);

@@ -424,10 +424,112 @@ static int parse_profiles(struct parse *p, const char *where, json_t *arr, struc
     return 0;
 }
 
+/* {metric name: number} into m. Values are not range-checked: a test may feed what a confused
+ * driver would give (a negative rate, a utilisation above 100). */
+static int parse_gpm_metrics(struct parse *p, const char *where, json_t *obj, const char *key,
+                             struct fake_gpm *m)
+{
+    char w[160];
+    const char *name;
+    json_t *v, *metrics = json_object_get(obj, key);
+    if (!metrics)
+        return 0;
+    snprintf(w, sizeof(w), "%s: %s", where, key);
+    if (expect_object(p, w, metrics) < 0)
+        return -EINVAL;
+    json_object_foreach(metrics, name, v)
+    {
+        if (name[0] == '_')
+            continue;
+        int id = fake_gpm_metric_from_name(name);
+        if (id < 0)
+            return fail(p, w, "unknown GPM metric \"%s\" (\"sm_util\", \"pcie_tx_per_sec\", ...)",
+                        name);
+        if (!json_is_number(v))
+            return fail(p, w, "\"%s\" must be a number", name);
+        m->set[id] = true;
+        m->v[id] = json_number_value(v);
+    }
+    return 0;
+}
+
+/* "gpm": {"supported": bool, "metrics": {...}}; absent: no GPM (pre-Hopper). */
+static int parse_gpm(struct parse *p, const char *where, json_t *obj, struct fake_gpu *g)
+{
+    static const char *const keys[] = {"supported", "metrics", NULL};
+    char w[128];
+    json_t *gpm = json_object_get(obj, "gpm");
+    if (!gpm)
+        return 0;
+    snprintf(w, sizeof(w), "%s: gpm", where);
+    if (expect_object(p, w, gpm) < 0 || check_keys(p, w, gpm, keys) < 0)
+        return -EINVAL;
+    if (!json_object_get(gpm, "supported"))
+        return fail(p, w, "\"supported\" is required");
+    if (get_bool(p, w, gpm, "supported", &g->gpm_supported) < 0)
+        return -EINVAL;
+    return parse_gpm_metrics(p, w, gpm, "metrics", &g->gpm);
+}
+
+/* "nvlink": {"links", "data_tx_kibps", "data_rx_kibps", "raw_tx_kibps", "raw_rx_kibps"}. */
+static int parse_nvlink(struct parse *p, const char *where, json_t *obj, struct fake_gpu *g)
+{
+    static const char *const keys[] = {"links",        "data_tx_kibps", "data_rx_kibps",
+                                       "raw_tx_kibps", "raw_rx_kibps",  NULL};
+    char w[128];
+    json_t *nv = json_object_get(obj, "nvlink");
+    struct fake_num rate[4] = {{0}};
+    if (!nv)
+        return 0;
+    snprintf(w, sizeof(w), "%s: nvlink", where);
+    if (expect_object(p, w, nv) < 0 || check_keys(p, w, nv, keys) < 0 ||
+        get_uint(p, w, nv, "links", NVML_NVLINK_MAX_LINKS, &g->nvlink_links) < 0)
+        return -EINVAL;
+    if (g->nvlink_links == 0)
+        return fail(p, w, "\"links\" must be 1 to %d (leave \"nvlink\" out for none)",
+                    NVML_NVLINK_MAX_LINKS);
+    for (size_t i = 0; i < 4; i++)
+        if (get_num(p, w, nv, keys[1 + i], 1ULL << 40, &rate[i]) < 0)
+            return -EINVAL;
+    if (!rate[0].set || !rate[1].set)
+        return fail(p, w, "\"data_tx_kibps\" and \"data_rx_kibps\" are required (KiB/s)");
+    /* Without raw rates the protocol overhead is taken as none. */
+    for (size_t i = 0; i < 4; i++)
+        g->nvlink_kibps[i] = rate[i].set ? rate[i].v : rate[i % 2].v;
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int mode;
+} virt_modes[] = {
+    {"NONE", NVML_GPU_VIRTUALIZATION_MODE_NONE},
+    {"PASSTHROUGH", NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH},
+    {"VGPU", NVML_GPU_VIRTUALIZATION_MODE_VGPU},
+    {"HOST_VGPU", NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU},
+    {"HOST_VSGA", NVML_GPU_VIRTUALIZATION_MODE_HOST_VSGA},
+};
+
+static int parse_virt_mode(struct parse *p, const char *w, json_t *obj, struct fake_gpu *g)
+{
+    json_t *v = json_object_get(obj, "virtualization_mode");
+    if (!v || json_is_null(v))
+        return 0;
+    for (size_t i = 0; json_is_string(v) && i < ELEMENTSOF(virt_modes); i++)
+        if (strcmp(json_string_value(v), virt_modes[i].name) == 0) {
+            g->virt_mode = (struct fake_num){true, (unsigned long long)virt_modes[i].mode};
+            return 0;
+        }
+    return fail(p, w,
+                "\"virtualization_mode\" must be \"NONE\", \"PASSTHROUGH\", \"VGPU\", "
+                "\"HOST_VGPU\" or \"HOST_VSGA\"");
+}
+
 static int parse_instance(struct parse *p, const char *w, json_t *v, struct fake_gpu *g,
                           struct fake_mig_instance *in)
 {
-    static const char *const keys[] = {"gi", "ci", "profile_id", "uuid", "memory", NULL};
+    static const char *const keys[] = {"gi",     "ci",          "profile_id", "uuid",
+                                       "memory", "gpm_metrics", NULL};
     static const char *const mem_keys[] = {"total", "used", NULL};
     bool set;
     int r = expect_object(p, w, v);
@@ -456,7 +558,7 @@ static int parse_instance(struct parse *p, const char *w, json_t *v, struct fake
         if (!in->mem_total.set || !in->mem_used.set || in->mem_used.v > in->mem_total.v)
             return fail(p, w, "memory needs \"total\" and \"used\" <= total (bytes)");
     }
-    return 0;
+    return parse_gpm_metrics(p, w, v, "gpm_metrics", &in->gpm);
 }
 
 static int parse_mig(struct parse *p, const char *where, json_t *mig, struct fake_gpu *g)
@@ -711,6 +813,9 @@ static int parse_gpu(struct parse *p, size_t index, json_t *v, struct fake_gpu *
                                        "errors",
                                        "delay_us",
                                        "max_calls",
+                                       "gpm",
+                                       "nvlink",
+                                       "virtualization_mode",
                                        NULL};
     char w[32];
     snprintf(w, sizeof(w), "gpus[%zu]", index);
@@ -723,7 +828,8 @@ static int parse_gpu(struct parse *p, size_t index, json_t *v, struct fake_gpu *
         parse_profiles(p, w, json_object_get(v, "mig_profiles"), g) < 0 ||
         parse_mig(p, w, json_object_get(v, "mig"), g) < 0 ||
         parse_processes(p, w, json_object_get(v, "processes"), g) < 0 ||
-        parse_events(p, w, json_object_get(v, "events"), g) < 0 ||
+        parse_events(p, w, json_object_get(v, "events"), g) < 0 || parse_gpm(p, w, v, g) < 0 ||
+        parse_nvlink(p, w, v, g) < 0 || parse_virt_mode(p, w, v, g) < 0 ||
         parse_calls(p, w, v, g->forced, g->delay_us, g->max_calls) < 0)
         return -EINVAL;
     return 0;

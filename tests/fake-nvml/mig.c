@@ -22,8 +22,7 @@ const struct fake_mig_profile *fake_profile_by_id(const struct fake_gpu *g, unsi
     return NULL;
 }
 
-/* The first instance with GPU instance id gi, NULL if there is none now. */
-static const struct fake_mig_instance *instance_by_gi(const struct fake_gpu *g, unsigned gi)
+const struct fake_mig_instance *fake_instance_by_gi(const struct fake_gpu *g, unsigned gi)
 {
     if (!g->mig_enabled)
         return NULL;
@@ -114,7 +113,7 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
         r = NVML_ERROR_NOT_SUPPORTED;
     if (r == NVML_SUCCESS && !c.gpu->mig_enabled)
         r = NVML_ERROR_INVALID_ARGUMENT;
-    if (r == NVML_SUCCESS && (id >= FAKE_MAX_GI || !instance_by_gi(c.gpu, id)))
+    if (r == NVML_SUCCESS && (id >= FAKE_MAX_GI || !fake_instance_by_gi(c.gpu, id)))
         r = NVML_ERROR_NOT_FOUND;
     if (r == NVML_SUCCESS)
         *gpuInstance = &gi_slots[c.index][id];
@@ -126,7 +125,7 @@ static unsigned placement_start(const struct fake_gpu *g, const struct fake_mig_
 {
     unsigned start = 0;
     for (unsigned i = 0; i < g->n_instances && &g->instances[i] != in; i++) {
-        if (instance_by_gi(g, g->instances[i].gi) != &g->instances[i])
+        if (fake_instance_by_gi(g, g->instances[i].gi) != &g->instances[i])
             continue; /* a second compute instance of the same GPU instance */
         const struct fake_mig_profile *pf = fake_profile_by_id(g, g->instances[i].profile_id);
         start += pf ? pf->slices : 0;
@@ -147,7 +146,7 @@ nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGpuInstan
     nvmlReturn_t r = fake_begin(FC_nvmlGpuInstanceGetInfo, parent, 0, &c);
     if (r == NVML_SUCCESS && !info)
         r = NVML_ERROR_INVALID_ARGUMENT;
-    const struct fake_mig_instance *in = r == NVML_SUCCESS ? instance_by_gi(c.gpu, gi) : NULL;
+    const struct fake_mig_instance *in = r == NVML_SUCCESS ? fake_instance_by_gi(c.gpu, gi) : NULL;
     if (r == NVML_SUCCESS && !in)
         r = NVML_ERROR_INVALID_ARGUMENT; /* destroyed since the handle was taken */
     if (r == NVML_SUCCESS) {

@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "lib/macro.h"
 #include "lib/nvml-api.h"
 
 static struct nvml_api api;
@@ -950,6 +952,303 @@ static void test_threads(void **state)
     assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
 }
 
+/* --- GPM, NVLink counters, virtualisation --- */
+
+/* Asks for metrics ids[0..n) between samples a and b. */
+static nvmlReturn_t metrics_get(nvmlGpmMetricsGet_t *mg, nvmlGpmSample_t a, nvmlGpmSample_t b,
+                                const unsigned *ids, unsigned n)
+{
+    memset(mg, 0, sizeof(*mg));
+    mg->version = NVML_GPM_METRICS_GET_VERSION;
+    mg->numMetrics = n;
+    mg->sample1 = a;
+    mg->sample2 = b;
+    for (unsigned i = 0; i < n; i++)
+        mg->metrics[i].metricId = ids[i];
+    return api.nvmlGpmMetricsGet(mg);
+}
+
+static void test_gpm_support_and_samples(void **state)
+{
+    nvmlGpmSupport_t sup = {.version = NVML_GPM_SUPPORT_VERSION};
+    nvmlGpmSample_t s, t;
+    nvmlDevice_t mig;
+    assert_int_equal(init_with(fixture("dgx-8gpu-mig.json")), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmQueryDeviceSupport(handle(0), &sup), NVML_SUCCESS);
+    assert_int_equal(sup.isSupportedDevice, 1);
+    sup.version = 2;
+    assert_int_equal(api.nvmlGpmQueryDeviceSupport(handle(0), &sup),
+                     NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    assert_int_equal(api.nvmlGpmQueryDeviceSupport(handle(0), NULL), NVML_ERROR_INVALID_ARGUMENT);
+
+    /* Buffers: only what SampleAlloc handed out may be used or freed, once. */
+    assert_int_equal(api.nvmlGpmSampleAlloc(NULL), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(api.nvmlGpmSampleAlloc(&s), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleAlloc(&t), NVML_SUCCESS);
+    assert_ptr_not_equal(s, t);
+    assert_int_equal(api.nvmlGpmSampleGet(handle(0), s), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleGet(handle(0), (nvmlGpmSample_t)&sup),
+                     NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(api.nvmlGpmSampleGet(handle(0), NULL), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(api.nvmlGpmSampleFree((nvmlGpmSample_t)&sup), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(api.nvmlGpmSampleFree(t), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleFree(t), NVML_ERROR_INVALID_ARGUMENT);
+
+    /* MIG: instances through the parent only. */
+    assert_int_equal(api.nvmlGpmMigSampleGet(handle(3), 9, s), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmMigSampleGet(handle(3), 5, s), NVML_ERROR_NOT_FOUND);
+    assert_int_equal(api.nvmlGpmMigSampleGet(handle(0), 9, s), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(api.nvmlDeviceGetMigDeviceHandleByIndex(handle(3), 1, &mig), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleGet(mig, s), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(api.nvmlGpmMigSampleGet(mig, 9, s), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(api.nvmlGpmQueryDeviceSupport(mig, &sup), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
+
+    /* Before Hopper: supported 0, and no samples. */
+    sup.version = NVML_GPM_SUPPORT_VERSION;
+    assert_int_equal(init_with(fixture("consumer-1gpu.json")), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmQueryDeviceSupport(handle(0), &sup), NVML_SUCCESS);
+    assert_int_equal(sup.isSupportedDevice, 0);
+    assert_int_equal(api.nvmlGpmSampleGet(handle(0), s), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(api.nvmlGpmMigSampleGet(handle(0), 1, s), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(api.nvmlGpmSampleFree(s), NVML_SUCCESS);
+    assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleAlloc(&s), NVML_ERROR_UNINITIALIZED);
+}
+
+static void test_gpm_metrics(void **state)
+{
+    static nvmlGpmMetricsGet_t mg;
+    nvmlGpmSample_t a, b, c, m1, m2;
+    const unsigned ids[] = {NVML_GPM_METRIC_SM_UTIL,
+                            NVML_GPM_METRIC_PCIE_TX_PER_SEC,
+                            NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
+                            NVML_GPM_METRIC_NVDEC_0_UTIL, /* valid, not in the fixture */
+                            150,                          /* a newer driver's metric */
+                            0,
+                            8, /* unused */
+                            NVML_GPM_METRIC_MAX};
+    assert_int_equal(init_with(fixture("dgx-8gpu-mig.json")), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleAlloc(&a), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleAlloc(&b), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleAlloc(&c), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleAlloc(&m1), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleAlloc(&m2), NVML_SUCCESS);
+
+    /* Nothing to compare before two samples of one GPU, in order. */
+    assert_int_equal(metrics_get(&mg, a, b, ids, 1), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(api.nvmlGpmSampleGet(handle(0), a), NVML_SUCCESS);
+    assert_int_equal(metrics_get(&mg, a, b, ids, 1), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(metrics_get(&mg, a, a, ids, 1), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(api.nvmlGpmSampleGet(handle(0), b), NVML_SUCCESS);
+    assert_int_equal(metrics_get(&mg, b, a, ids, 1), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(api.nvmlGpmSampleGet(handle(1), c), NVML_SUCCESS);
+    assert_int_equal(metrics_get(&mg, a, c, ids, 1), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(metrics_get(&mg, a, b, ids, 1), NVML_SUCCESS);
+    mg.numMetrics = NVML_GPM_METRIC_MAX + 1;
+    assert_int_equal(api.nvmlGpmMetricsGet(&mg), NVML_ERROR_INVALID_ARGUMENT);
+    mg.numMetrics = 1;
+    mg.version = 2;
+    assert_int_equal(api.nvmlGpmMetricsGet(&mg), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    assert_int_equal(api.nvmlGpmMetricsGet(NULL), NVML_ERROR_INVALID_ARGUMENT);
+
+    /* The fixture's values, per metric. */
+    assert_int_equal(metrics_get(&mg, a, b, ids, ELEMENTSOF(ids)), NVML_SUCCESS);
+    assert_int_equal(mg.metrics[0].nvmlReturn, NVML_SUCCESS);
+    assert_float_equal(mg.metrics[0].value, 91.2, 1e-9);
+    assert_float_equal(mg.metrics[1].value, 1171.9, 1e-9);
+    assert_float_equal(mg.metrics[2].value, 181902.25, 1e-9);
+    assert_int_equal(mg.metrics[3].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(mg.metrics[4].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(mg.metrics[5].nvmlReturn, NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(mg.metrics[6].nvmlReturn, NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(mg.metrics[7].nvmlReturn, NVML_ERROR_INVALID_ARGUMENT);
+    /* A sample is reused: b then a again is a new interval. */
+    assert_int_equal(api.nvmlGpmSampleGet(handle(0), a), NVML_SUCCESS);
+    assert_int_equal(metrics_get(&mg, b, a, ids, 1), NVML_SUCCESS);
+
+    /* A GPU instance: its own values, no PCIe; not comparable with a whole-GPU sample. */
+    assert_int_equal(api.nvmlGpmMigSampleGet(handle(3), 9, m1), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmMigSampleGet(handle(3), 10, m2), NVML_SUCCESS);
+    assert_int_equal(metrics_get(&mg, m1, m2, ids, 2), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(api.nvmlGpmSampleGet(handle(3), m2), NVML_SUCCESS);
+    assert_int_equal(metrics_get(&mg, m1, m2, ids, 2), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(api.nvmlGpmMigSampleGet(handle(3), 9, m2), NVML_SUCCESS);
+    assert_int_equal(metrics_get(&mg, m1, m2, ids, 2), NVML_SUCCESS);
+    assert_float_equal(mg.metrics[0].value, 36.2, 1e-9);
+    assert_int_equal(mg.metrics[1].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+
+    nvmlGpmSample_t all[] = {a, b, c, m1, m2};
+    for (size_t i = 0; i < ELEMENTSOF(all); i++)
+        assert_int_equal(api.nvmlGpmSampleFree(all[i]), NVML_SUCCESS);
+    assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
+}
+
+/* The GPU's "errors" and loss apply to nvmlGpmMetricsGet, which has no device argument. */
+static void test_gpm_errors(void **state)
+{
+    static nvmlGpmMetricsGet_t mg;
+    nvmlGpmSample_t a, b;
+    const unsigned id = NVML_GPM_METRIC_SM_UTIL;
+    const char *path = write_fixture(
+        "gpm-errors.json",
+        "{\"gpus\": [" GPU_JSON("0", "\"gpm\": {\"supported\": true, \"metrics\": "
+                                     "{\"sm_util\": 12.5}}, \"errors\": "
+                                     "{\"nvmlGpmMetricsGet\": \"GPU_IS_LOST\"}") "]}");
+    assert_int_equal(init_with(path), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleAlloc(&a), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleAlloc(&b), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleGet(handle(0), a), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleGet(handle(0), b), NVML_SUCCESS);
+    assert_int_equal(metrics_get(&mg, a, b, &id, 1), NVML_ERROR_GPU_IS_LOST);
+    assert_int_equal(api.nvmlGpmSampleFree(a), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleFree(b), NVML_SUCCESS);
+    assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
+}
+
+static unsigned long long nvlink_field(nvmlDevice_t d, unsigned field, unsigned scope,
+                                       nvmlReturn_t want)
+{
+    nvmlFieldValue_t fv = {.fieldId = field, .scopeId = scope};
+    assert_int_equal(api.nvmlDeviceGetFieldValues(d, 1, &fv), NVML_SUCCESS);
+    assert_int_equal(fv.nvmlReturn, want);
+    if (want != NVML_SUCCESS)
+        return 0;
+    assert_int_equal(fv.valueType, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG);
+    return fv.value.ullVal;
+}
+
+static void test_nvlink_counters(void **state)
+{
+    nvmlFieldValue_t fv[2] = {{.fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT},
+                              {.fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX}};
+    assert_int_equal(init_with(fixture("dgx-8gpu-mig.json")), NVML_SUCCESS);
+    nvmlDevice_t d = handle(0);
+    fv[1].scopeId = UINT_MAX;
+    assert_int_equal(api.nvmlDeviceGetFieldValues(d, 2, fv), NVML_SUCCESS);
+    assert_int_equal(fv[0].nvmlReturn, NVML_SUCCESS);
+    assert_int_equal(fv[0].value.uiVal, 18);
+    /* A counter growing at the fixture's rate (KiB/s). */
+    unsigned long long tx1 = nvlink_field(d, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, UINT_MAX, 0);
+    double t1 = mono();
+    sleep_ms(200);
+    unsigned long long tx2 = nvlink_field(d, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, UINT_MAX, 0);
+    double dt = mono() - t1;
+    const double rate = 182340.5 * 1024; /* KiB/s, the GPM rate's */
+    assert_in_range(tx2 - tx1, (unsigned long long)(rate * (dt - 0.02)),
+                    (unsigned long long)(rate * (dt + 0.02)));
+    /* Raw counts the protocol's overhead too; one link an even share of all. */
+    unsigned long long raw = nvlink_field(d, NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX, UINT_MAX, 0);
+    unsigned long long rx = nvlink_field(d, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, UINT_MAX, 0);
+    assert_true(raw > rx);
+    unsigned long long l3 = nvlink_field(d, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, 3, 0);
+    assert_in_range(l3, rx / 18 - rx / 1000, rx / 18 + rx / 1000);
+    nvlink_field(d, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, 18, NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
+
+    /* No NVLink on a GeForce; a link past the GPU's last is not there. */
+    assert_int_equal(init_with(fixture("consumer-1gpu.json")), NVML_SUCCESS);
+    assert_int_equal(api.nvmlDeviceGetFieldValues(handle(0), 2, fv), NVML_SUCCESS);
+    assert_int_equal(fv[0].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(fv[1].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
+    const char *path = write_fixture(
+        "nvlink.json", "{\"gpus\": [" GPU_JSON("0", "\"nvlink\": {\"links\": 4, \"data_tx_kibps\": "
+                                                    "4000, \"data_rx_kibps\": 0}") "]}");
+    assert_int_equal(init_with(path), NVML_SUCCESS);
+    nvlink_field(handle(0), NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, 3, NVML_SUCCESS);
+    nvlink_field(handle(0), NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, 4, NVML_ERROR_NOT_SUPPORTED);
+    /* Without raw rates, raw counts what data does. */
+    assert_true(nvlink_field(handle(0), NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX, UINT_MAX, 0) > 0);
+    assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
+}
+
+static void test_virtualization_mode(void **state)
+{
+    nvmlGpuVirtualizationMode_t m = -1;
+    nvmlDevice_t mig;
+    assert_int_equal(init_with(fixture("dgx-8gpu-mig.json")), NVML_SUCCESS);
+    assert_int_equal(api.nvmlDeviceGetVirtualizationMode(handle(0), &m), NVML_SUCCESS);
+    assert_int_equal(m, NVML_GPU_VIRTUALIZATION_MODE_NONE);
+    assert_int_equal(api.nvmlDeviceGetVirtualizationMode(handle(0), NULL),
+                     NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(api.nvmlDeviceGetMigDeviceHandleByIndex(handle(3), 0, &mig), NVML_SUCCESS);
+    assert_int_equal(api.nvmlDeviceGetVirtualizationMode(mig, &m), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
+    assert_int_equal(init_with(fixture("consumer-1gpu.json")), NVML_SUCCESS);
+    assert_int_equal(api.nvmlDeviceGetVirtualizationMode(handle(0), &m), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
+    const char *path = write_fixture(
+        "vgpu.json", "{\"gpus\": [" GPU_JSON("0", "\"virtualization_mode\": \"VGPU\"") "]}");
+    assert_int_equal(init_with(path), NVML_SUCCESS);
+    assert_int_equal(api.nvmlDeviceGetVirtualizationMode(handle(0), &m), NVML_SUCCESS);
+    assert_int_equal(m, NVML_GPU_VIRTUALIZATION_MODE_VGPU);
+    assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
+}
+
+/* The new keys are checked like the old ones. */
+static void test_gpm_fixture_errors(void **state)
+{
+    static const char *const bodies[][2] = {
+        {"\"gpm\": {\"supported\": true, \"metrics\": {\"sm_utll\": 5}}", "sm_utll"},
+        {"\"gpm\": {\"metrics\": {}}", "supported"},
+        {"\"gpm\": {\"supported\": true, \"metrics\": {\"sm_util\": \"high\"}}", "sm_util"},
+        {"\"nvlink\": {\"links\": 0, \"data_tx_kibps\": 1, \"data_rx_kibps\": 1}", "links"},
+        {"\"nvlink\": {\"links\": 4}", "data_tx_kibps"},
+        {"\"virtualization_mode\": \"BARE\"", "virtualization_mode"},
+        {"\"mig\": {\"enabled\": true, \"instances\": [{\"gi\": 1, \"ci\": 0, \"profile_id\": 19, "
+         "\"uuid\": \"MIG-1\", \"gpm_metrics\": {\"tensor\": 1}}]}, \"mig_profiles\": [{\"index\": "
+         "0, \"id\": 19, \"name\": \"MIG 1g.10gb\", \"slices\": 1, \"memory_mb\": 9984}]",
+         "tensor"},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(bodies); i++) {
+        nvmlReturn_t r;
+        const char *bad =
+            write_fixture("bad-gpm.json", "{\"gpus\": [" GPU_JSON("0", "%s") "]}", bodies[i][0]);
+        const char *err = capture_stderr(init_with, bad, &r);
+        assert_int_equal(r, NVML_ERROR_DRIVER_NOT_LOADED);
+        if (!strstr(err, bodies[i][1]))
+            fail_msg("%s: %s", bodies[i][0], err);
+    }
+}
+
+/* dgx-8gpu-7mig.json: 56 MIG devices, each with its GPM values. */
+static void test_dgx_7mig(void **state)
+{
+    static nvmlGpmMetricsGet_t mg;
+    unsigned n, id, procs = 0;
+    nvmlDevice_t mig;
+    nvmlGpmSample_t a, b;
+    const unsigned sm = NVML_GPM_METRIC_SM_UTIL;
+    assert_int_equal(init_with(fixture("dgx-8gpu-7mig.json")), NVML_SUCCESS);
+    assert_int_equal(api.nvmlDeviceGetCount_v2(&n), NVML_SUCCESS);
+    assert_int_equal(n, 8);
+    assert_int_equal(api.nvmlGpmSampleAlloc(&a), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleAlloc(&b), NVML_SUCCESS);
+    for (unsigned i = 0; i < 8; i++) {
+        nvmlDevice_t d = handle(i);
+        for (unsigned k = 0; k < 7; k++) {
+            assert_int_equal(api.nvmlDeviceGetMigDeviceHandleByIndex(d, k, &mig), NVML_SUCCESS);
+            assert_int_equal(api.nvmlDeviceGetGpuInstanceId(mig, &id), NVML_SUCCESS);
+            assert_int_equal(id, 7 + k);
+            assert_int_equal(api.nvmlGpmMigSampleGet(d, id, a), NVML_SUCCESS);
+            assert_int_equal(api.nvmlGpmMigSampleGet(d, id, b), NVML_SUCCESS);
+            assert_int_equal(metrics_get(&mg, a, b, &sm, 1), NVML_SUCCESS);
+            assert_int_equal(mg.metrics[0].nvmlReturn, NVML_SUCCESS);
+            assert_true(mg.metrics[0].value >= 0 && mg.metrics[0].value <= 100);
+        }
+        assert_int_equal(api.nvmlDeviceGetMigDeviceHandleByIndex(d, 7, &mig), NVML_ERROR_NOT_FOUND);
+        unsigned count = 0;
+        assert_int_equal(api.nvmlDeviceGetComputeRunningProcesses_v3(d, &count, NULL),
+                         NVML_ERROR_INSUFFICIENT_SIZE);
+        procs += count;
+    }
+    assert_in_range(procs, 8, 55); /* in some instances, not all */
+    assert_int_equal(api.nvmlGpmSampleFree(a), NVML_SUCCESS);
+    assert_int_equal(api.nvmlGpmSampleFree(b), NVML_SUCCESS);
+    assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
+}
+
 /* --- scenarios in a fresh process --- */
 
 static void run_child(const char *scenario)
@@ -1037,11 +1336,19 @@ static void scenario_gpu_lost(void **state)
     assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
 }
 
-/* The old driver lacks exactly the eight newer entry points and still works. */
+/* The old driver lacks exactly the fourteen newer entry points (eight telemetry calls, six of
+ * GPM) and still works. */
 static void scenario_old(void **state)
 {
     unsigned t;
     unsigned long long reasons;
+    nvmlGpuVirtualizationMode_t mode;
+    assert_null(api.nvmlGpmQueryDeviceSupport);
+    assert_null(api.nvmlGpmSampleAlloc);
+    assert_null(api.nvmlGpmSampleFree);
+    assert_null(api.nvmlGpmSampleGet);
+    assert_null(api.nvmlGpmMigSampleGet);
+    assert_null(api.nvmlGpmMetricsGet);
     assert_null(api.nvmlDeviceGetFieldValues);
     assert_null(api.nvmlDeviceGetCurrentClocksEventReasons);
     assert_null(api.nvmlDeviceGetRemappedRows);
@@ -1058,7 +1365,7 @@ static void scenario_old(void **state)
 #define COUNT_ALL(name, ret, params) all++;
     NVML_API_FUNCTIONS(COUNT_ALL)
 #undef COUNT_ALL
-    assert_int_equal(present, all - 8);
+    assert_int_equal(present, all - 14);
     assert_int_equal(init_with(fixture("consumer-1gpu.json")), NVML_SUCCESS);
     assert_int_equal(api.nvmlDeviceGetTemperature(handle(0), NVML_TEMPERATURE_GPU, &t),
                      NVML_SUCCESS);
@@ -1066,6 +1373,9 @@ static void scenario_old(void **state)
     assert_int_equal(api.nvmlDeviceGetCurrentClocksThrottleReasons(handle(0), &reasons),
                      NVML_SUCCESS);
     assert_int_equal(reasons, nvmlClocksEventReasonSwPowerCap);
+    assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
+    assert_int_equal(init_with(fixture("dgx-8gpu-mig.json")), NVML_SUCCESS);
+    assert_int_equal(api.nvmlDeviceGetVirtualizationMode(handle(0), &mode), NVML_SUCCESS);
     assert_int_equal(api.nvmlShutdown(), NVML_SUCCESS);
 }
 
@@ -1119,6 +1429,13 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_errors_and_delay),
         cmocka_unit_test(test_forced_on_gpu),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_gpm_support_and_samples),
+        cmocka_unit_test(test_gpm_metrics),
+        cmocka_unit_test(test_gpm_errors),
+        cmocka_unit_test(test_nvlink_counters),
+        cmocka_unit_test(test_virtualization_mode),
+        cmocka_unit_test(test_gpm_fixture_errors),
+        cmocka_unit_test(test_dgx_7mig),
         cmocka_unit_test(test_child_dgx_events),
         cmocka_unit_test(test_child_gpu_lost),
         cmocka_unit_test(test_child_old),

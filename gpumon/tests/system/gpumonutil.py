@@ -301,8 +301,8 @@ FAMILY_CALLS = {
     "DCGM_FI_DEV_FAN_SPEED": ["nvmlDeviceGetFanSpeed"],
     "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ["nvmlDeviceGetPcieReplayCounter"],
     # The pre-535 name of the same call is the fallback.
-    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ["nvmlDeviceGetCurrentClocksEventReasons|"
-                                           "nvmlDeviceGetCurrentClocksThrottleReasons"],
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ["nvmlDeviceGetCurrentClocksEventReasons|"
+                                         "nvmlDeviceGetCurrentClocksThrottleReasons"],
     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": ["nvmlDeviceGetTotalEccErrors"],
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ["nvmlDeviceGetTotalEccErrors"],
     "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL": ["nvmlDeviceGetTotalEccErrors"],
@@ -311,7 +311,35 @@ FAMILY_CALLS = {
     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ["nvmlDeviceGetRemappedRows"],
     "DCGM_FI_DEV_ROW_REMAP_PENDING": ["nvmlDeviceGetRemappedRows"],
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": ["nvmlDeviceGetRemappedRows"],
+    "DCGM_FI_DEV_FB_RESERVED": ["nvmlDeviceGetMemoryInfo_v2"],
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": ["nvmlDeviceGetFieldValues"],
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS": ["nvmlDeviceGetVirtualizationMode"],
 }
+
+# dcgm's profiling fields by the fake's GPM metric names, with the factor to dcgm's unit.
+MIB = 1 << 20
+PROF_METRICS = {
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("graphics_util", 0.01),
+    "DCGM_FI_PROF_SM_ACTIVE": ("sm_util", 0.01),
+    "DCGM_FI_PROF_SM_OCCUPANCY": ("sm_occupancy", 0.01),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("any_tensor_util", 0.01),
+    "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE": ("dfma_tensor_util", 0.01),
+    "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE": ("hmma_tensor_util", 0.01),
+    "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE": ("imma_tensor_util", 0.01),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_bw_util", 0.01),
+    "DCGM_FI_PROF_PIPE_FP64_ACTIVE": ("fp64_util", 0.01),
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE": ("fp32_util", 0.01),
+    "DCGM_FI_PROF_PIPE_FP16_ACTIVE": ("fp16_util", 0.01),
+    "DCGM_FI_PROF_PIPE_INT_ACTIVE": ("integer_util", 0.01),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcie_tx_per_sec", MIB),
+    "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_per_sec", MIB),
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": ("nvlink_total_tx_per_sec", MIB),
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": ("nvlink_total_rx_per_sec", MIB),
+}
+GPM_CALLS = ("nvmlGpmQueryDeviceSupport", "nvmlGpmSampleGet", "nvmlGpmMetricsGet")
+
+# Families whose value is computed from two readings: compared with a tolerance.
+APPROX_FAMILIES = {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"} | set(PROF_METRICS)
 
 CLOCK_REASON_BITS = {
     "GpuIdle": 0x1, "ApplicationsClocksSetting": 0x2, "SwPowerCap": 0x4, "HwSlowdown": 0x8,
@@ -347,6 +375,10 @@ def expected_gpu(fixture, index, symbols=None):
     if isinstance(reasons, list):
         reasons = sum(CLOCK_REASON_BITS[r] for r in reasons)
     mig_on = bool((g.get("mig") or {}).get("enabled"))
+    nvlink = g.get("nvlink")
+    gpm = g.get("gpm") or {}
+    virt = g.get("virtualization_mode")
+    v2 = symbols is None or "nvmlDeviceGetMemoryInfo_v2" in symbols
 
     def opt(key, scale=1.0):
         return None if g.get(key) is None else g[key] / scale
@@ -356,8 +388,12 @@ def expected_gpu(fixture, index, symbols=None):
         "DCGM_FI_DEV_MEM_COPY_UTIL": util["memory"] if util and not mig_on else None,
         "DCGM_FI_DEV_ENC_UTIL": opt("encoder_util"),
         "DCGM_FI_DEV_DEC_UTIL": opt("decoder_util"),
-        "DCGM_FI_DEV_FB_USED": mem["used"] // mib if mem else None,
-        "DCGM_FI_DEV_FB_FREE": (mem["total"] - mem["used"]) // mib if mem else None,
+        # Without memory info v2 (an old driver) the reservation counts as used.
+        "DCGM_FI_DEV_FB_USED": (mem["used"] + (0 if v2 else mem.get("reserved", 0))) // mib
+        if mem else None,
+        "DCGM_FI_DEV_FB_FREE":
+            (mem["total"] - mem["used"] - mem.get("reserved", 0)) // mib if mem else None,
+        "DCGM_FI_DEV_FB_RESERVED": mem.get("reserved", 0) // mib if mem else None,
         "DCGM_FI_DEV_FB_TOTAL": mem["total"] // mib if mem else None,
         "DCGM_FI_DEV_GPU_TEMP": opt("temperature"),
         "DCGM_FI_DEV_MEMORY_TEMP": opt("memory_temperature"),
@@ -368,7 +404,7 @@ def expected_gpu(fixture, index, symbols=None):
         "DCGM_FI_DEV_MEM_CLOCK": clocks.get("mem"),
         "DCGM_FI_DEV_FAN_SPEED": opt("fan_speed"),
         "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": opt("pcie_replay"),
-        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": reasons,
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": reasons,
         "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": ecc.get("sbe_volatile", 0) if ecc_on else None,
         "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ecc.get("dbe_volatile", 0) if ecc_on else None,
         "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL": ecc.get("sbe_aggregate", 0) if ecc_on else None,
@@ -377,7 +413,14 @@ def expected_gpu(fixture, index, symbols=None):
         "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": rows.get("uncorrectable", 0) if rows else None,
         "DCGM_FI_DEV_ROW_REMAP_PENDING": int(rows.get("pending", False)) if rows else None,
         "DCGM_FI_DEV_ROW_REMAP_FAILURE": int(rows.get("failure", False)) if rows else None,
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL":
+            (nvlink["data_tx_kibps"] + nvlink["data_rx_kibps"]) / 1024 if nvlink else None,
+        "DCGM_FI_DEV_VGPU_LICENSE_STATUS": 0 if virt not in (None, "VGPU") else None,
     }
+    for family, (metric, factor) in PROF_METRICS.items():
+        value = (gpm.get("metrics") or {}).get(metric)
+        want[family] = value * factor if gpm.get("supported") and value is not None else None
+        FAMILY_CALLS.setdefault(family, list(GPM_CALLS))
     failing = set(g.get("unsupported") or []) | set((g.get("errors") or {}).keys())
     for family, calls in FAMILY_CALLS.items():
         for alternatives in calls:
@@ -386,6 +429,9 @@ def expected_gpu(fixture, index, symbols=None):
                       if n not in failing and (symbols is None or n in symbols)]
             if not usable:
                 want[family] = None
+    if mig_on and (g.get("mig") or {}).get("instances"):
+        # dcgm-exporter's device mode: a GPU in MIG mode has no series of its own.
+        want = {family: None for family in want}
     return want
 
 
@@ -444,6 +490,10 @@ def check_gpu_values(samples, fixture, index, symbols=None):
         if family == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
             if got < value:
                 problems.append(f"{family}: {got} below the fixture's {value}")
+        elif family in APPROX_FAMILIES:
+            # A rate between two readings whose times the fake and gpumon take apart.
+            if abs(got - value) > 0.02 * max(1.0, abs(value)):
+                problems.append(f"{family}: {got}, expected about {value}")
         elif got != value:
             problems.append(f"{family}: {got}, expected {value}")
     assert not problems, f"GPU {index}:\n" + "\n".join(problems)
@@ -472,9 +522,9 @@ def hide_pids(fixture):
 
 # Families whose values depend on timing, not on the fixture: the value is replaced.
 VOLATILE_VALUES = {
-    "gpumon_sample_age_seconds",
+    "gpumon_sample_timestamp_seconds",
     "gpumon_sample_duration_seconds",
-    "gpumon_scrape_duration_seconds",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
     "gpumon_xid_last_seen_timestamp_seconds",
 }
@@ -550,6 +600,15 @@ def gpumon(workdir):
     yield start
     problems = [p for p in (check_stopped(d) for d in daemons) if p]
     assert not problems, "\n".join(problems)
+
+
+def prometheus_api(port, path, **params):
+    """The data of GET /api/v1/<path> of the Prometheus on 127.0.0.1:port."""
+    url = f"http://127.0.0.1:{port}/api/v1/{path}?" + urllib.parse.urlencode(params)
+    with urllib.request.urlopen(url, timeout=10) as r:
+        reply = json.load(r)
+    assert reply["status"] == "success", reply
+    return reply["data"]
 
 
 def prometheus_query(port, promql):

@@ -488,27 +488,46 @@ def gpu_labels(i, mig=None, **extra):
 
 
 def gpumon_exposition(now):
-    """GPU 0: busy, hot enough to throttle, XIDs 48 and 13; GPU 1: MIG mode (no utilisation)
-    with two instances; two processes, one of a gpuq job."""
+    """GPU 0: busy, hot enough to throttle, XIDs 48 and 13, GPM profiling, NVLink; GPU 1: MIG
+    mode with two instances, laid out as dcgm-exporter lays it out (every dcgm series per GPU
+    instance, none for the GPU itself); two processes, one of a gpuq job."""
     fields = {  # name: (GPU 0, GPU 1)
         "DCGM_FI_DEV_GPU_TEMP": (88, 40), "DCGM_FI_DEV_MEMORY_TEMP": (80, 45),
         "DCGM_FI_DEV_POWER_USAGE": (600, 100), "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": (700, 700),
         "DCGM_FI_DEV_SM_CLOCK": (1500, 1980), "DCGM_FI_DEV_MEM_CLOCK": (2619, 2619),
-        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": (0, 0), "DCGM_FI_DEV_XID_ERRORS": (48, 0),
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": (0, 0),
         "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": (3, 0), "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": (0, 0),
         "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL": (0, 0),
         "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": (1, 0),
         "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": (0, 0),
         "DCGM_FI_DEV_ROW_REMAP_PENDING": (0, 0), "DCGM_FI_DEV_ROW_REMAP_FAILURE": (0, 0),
-        "DCGM_FI_DEV_FB_USED": (1000, 500), "DCGM_FI_DEV_FB_FREE": (100, 500),
-        "gpumon_gpu_up": (1, 1)}
-    lines = ["gpumon_up 1", "gpumon_gpus 2",
-             f"DCGM_FI_DEV_GPU_UTIL{gpu_labels(0)} 95"]
-    for name, values in fields.items():
-        lines += [f"{name}{gpu_labels(i)} {v}" for i, v in enumerate(values)]
-    for mig, used, free in ((("3g.71gb", "1"), 300, 100), (("4g.71gb", "2"), 200, 400)):
-        lines += [f"DCGM_FI_DEV_FB_USED{gpu_labels(1, mig)} {used}",
-                  f"DCGM_FI_DEV_FB_FREE{gpu_labels(1, mig)} {free}"]
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": (1200.5, 0),
+        "DCGM_FI_DEV_VGPU_LICENSE_STATUS": (0, 0)}
+    instance_fields = {  # name: (GPU 0, GPU 1's instances)
+        "DCGM_FI_DEV_FB_USED": (1000, (300, 200)), "DCGM_FI_DEV_FB_FREE": (100, (100, 400)),
+        "DCGM_FI_DEV_FB_RESERVED": (512, (0, 0)),
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE": (0.9, (0.5, 0.25)),
+        "DCGM_FI_PROF_SM_ACTIVE": (0.8, (0.4, 0.2)),
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": (0.6, (0.3, 0.1)),
+        "DCGM_FI_PROF_DRAM_ACTIVE": (0.5, (0.2, 0.1))}
+    whole_fields = {  # GPU 0 only: no per-instance value, so none on a GPU in MIG mode
+        "DCGM_FI_DEV_GPU_UTIL": 95, "DCGM_FI_PROF_PCIE_TX_BYTES": 1.5e9,
+        "DCGM_FI_PROF_PCIE_RX_BYTES": 2.5e8}
+    migs = (("3g.71gb", "1"), ("4g.71gb", "2"))
+    lines = ["gpumon_up 1", "gpumon_gpus 2"]
+    lines += [f"{name}{gpu_labels(0)} {v}" for name, v in whole_fields.items()]
+    for name, (v0, v1) in fields.items():
+        lines.append(f"{name}{gpu_labels(0)} {v0}")
+        lines += [f"{name}{gpu_labels(1, mig)} {v1}" for mig in migs]
+    for name, (v0, per_instance) in instance_fields.items():
+        lines.append(f"{name}{gpu_labels(0)} {v0}")
+        lines += [f"{name}{gpu_labels(1, mig)} {v}" for mig, v in zip(migs, per_instance)]
+    lines.append("DCGM_FI_DEV_XID_ERRORS"
+                 f"{gpu_labels(0, err_code='48', err_msg='Double Bit ECC Error')} 48")
+    lines += ["DCGM_FI_DEV_XID_ERRORS"
+              f"{gpu_labels(1, mig, err_code='0', err_msg='No Error')} 0" for mig in migs]
+    lines += [f"gpumon_gpu_up{gpu_labels(i)} 1" for i in (0, 1)]
+    lines.append(f"gpumon_sample_timestamp_seconds {now:.3f}")
     for reason in CLOCK_REASONS:
         for i in (0, 1):
             active = i == 0 and reason in ("sw_power_cap", "hw_thermal_slowdown")

@@ -75,12 +75,12 @@ def test_prometheus_stores_dcgm_names(gpumon, prometheus):  # noqa: F811
     prom = prometheus(d.port)
     prom.wait("up", lambda r: len(r) == 1 and r[0]["value"][1] == "1")
 
-    # The scrape was OpenMetrics: Prometheus' own record of it, and gpumon's answer to the
-    # header Prometheus sends.
+    # Prometheus asks for OpenMetrics first but takes text 0.0.4, and gets text: the one format
+    # in which dcgm's counters without _total are counters.
     accept = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
               "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
     reply = d.scrape(accept=accept)
-    assert reply.headers["content-type"].startswith("application/openmetrics-text"), reply
+    assert reply.headers["content-type"].startswith("text/plain; version=0.0.4"), reply
 
     gpus = len(fx["gpus"])
     util = prom.wait("DCGM_FI_DEV_GPU_UTIL", lambda r: len(r) >= gpus - 1)
@@ -91,11 +91,18 @@ def test_prometheus_stores_dcgm_names(gpumon, prometheus):  # noqa: F811
     assert labels["job"] == "gpumon" and labels["Hostname"] == "testhost", labels
 
     # dcgm-exporter's counters keep their names; rate() works on them as on counters.
-    energy = prom.wait("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", lambda r: len(r) == gpus)
+    # (GPU 3 is in MIG mode: one series per GPU instance, none for the GPU itself.)
+    energy = prom.wait("max by (gpu) (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION)",
+                       lambda r: len(r) == gpus)
     assert all(float(r["value"][1]) > 0 for r in energy), energy
     assert not prom.query("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total")
     prom.wait("rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[5s]) > 0", lambda r: len(r) >= 1)
     assert prom.query("DCGM_FI_DEV_PCIE_REPLAY_COUNTER")
+    # ... and Prometheus' metadata (what Grafana and rate() lints read) calls them counters.
+    meta = gu.prometheus_api(prom.port, "metadata")
+    for name in ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+                 "gpumon_xid_errors_total"):
+        assert [m["type"] for m in meta.get(name, [])] == ["counter"], (name, meta.get(name))
 
     # MIG instances arrive as their own series of the same families.
     mig = prom.wait('DCGM_FI_DEV_FB_USED{GPU_I_PROFILE!=""}', lambda r: len(r) >= 1)
