@@ -190,6 +190,7 @@ static int load_flags(struct loader *l, const struct gpumon_flags *f, struct err
         [SET_HOSTNAME] = f->hostname,
         [SET_NVML_LIBRARY] = f->nvml_library,
         [SET_PROC_ROOT] = f->proc_root,
+        [SET_COLLECTORS] = f->collectors,
     };
     int r;
     for (enum setting s = 0; s < _SET_MAX; s++)

@@ -231,6 +231,113 @@ static void test_empty_hostname_means_default(void **state)
     gpumon_config_done(&c);
 }
 
+/* dcgm-exporter's environment: NODE_NAME names the host unless a flag or the file does. */
+static void test_node_name(void **state)
+{
+    struct gpumon_flags f = {0};
+    struct gpumon_config c;
+    struct errmsg e = {""};
+    setenv("NODE_NAME", "k8s-node-7", 1);
+    assert_int_equal(gpumon_config_load(&f, &c, &e), 0);
+    assert_string_equal(c.hostname, "k8s-node-7");
+    gpumon_config_done(&c);
+    f.hostname = "flagged";
+    assert_int_equal(gpumon_config_load(&f, &c, &e), 0);
+    assert_string_equal(c.hostname, "flagged");
+    gpumon_config_done(&c);
+    unsetenv("NODE_NAME");
+}
+
+static const char *write_csv(const char *name, const char *text)
+{
+    static char csv[PATH_MAX];
+    snprintf(csv, sizeof(csv), "%s/%s", dir, name);
+    FILE *f = fopen(csv, "we");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return csv;
+}
+
+static bool selected(const struct gpumon_config *c, const char *name)
+{
+    const char *names[EXPOSE_DCGM_NAMES_MAX];
+    size_t n = expose_dcgm_names(names);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0) {
+            bool one[EXPOSE_DCGM_NAMES_MAX] = {false};
+            one[i] = true;
+            struct expose_selection only;
+            expose_select(names, one, n, &only);
+            return (c->selection.fields & only.fields) ||
+                   (c->selection.xid_errors && only.xid_errors) ||
+                   (c->selection.driver_label && only.driver_label) ||
+                   (c->selection.clock_throttle_reasons && only.clock_throttle_reasons);
+        }
+    fail_msg("%s is not a name gpumon offers", name);
+    return false;
+}
+
+/* A collectors file from the flag, the file or $DCGM_EXPORTER_COLLECTORS selects its rows; the
+ * DCGM fields gpumon lacks are listed for a warning. */
+static void test_collectors(void **state)
+{
+    const char *csv =
+        write_csv("counters.csv", "# Format\n"
+                                  "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
+                                  "DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error.\n"
+                                  "DCGM_FI_DEV_POWER_VIOLATION, counter, Throttling duration.\n"
+                                  "DCGM_FI_DRIVER_VERSION, label, Driver Version\n");
+    struct gpumon_flags f = {.collectors = csv};
+    struct gpumon_config c;
+    struct errmsg e = {""};
+    assert_int_equal(gpumon_config_load(&f, &c, &e), 0);
+    assert_true(selected(&c, "DCGM_FI_DEV_GPU_TEMP"));
+    assert_true(selected(&c, "DCGM_FI_DEV_XID_ERRORS"));
+    assert_true(selected(&c, "DCGM_FI_DRIVER_VERSION"));
+    assert_false(selected(&c, "DCGM_FI_DEV_POWER_USAGE"));
+    assert_false(selected(&c, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"));
+    assert_non_null(c.collectors_skipped[0]);
+    assert_string_equal(c.collectors_skipped[0], "DCGM_FI_DEV_POWER_VIOLATION (line 4)");
+    assert_null(c.collectors_skipped[1]);
+    gpumon_config_done(&c);
+
+    /* The environment, when no flag or file names one. */
+    setenv("DCGM_EXPORTER_COLLECTORS", csv, 1);
+    struct gpumon_flags none = {0};
+    assert_int_equal(gpumon_config_load(&none, &c, &e), 0);
+    assert_false(selected(&c, "DCGM_FI_DEV_POWER_USAGE"));
+    gpumon_config_done(&c);
+    unsetenv("DCGM_EXPORTER_COLLECTORS");
+
+    /* No file: everything, DCGM 3's name only when asked for. */
+    assert_int_equal(gpumon_config_load(&none, &c, &e), 0);
+    assert_true(selected(&c, "DCGM_FI_DEV_POWER_USAGE"));
+    assert_false(selected(&c, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"));
+    gpumon_config_done(&c);
+    struct gpumon_flags old = {.config_path = write_config("[gpumon]\ndcgm3_names = yes\n")};
+    assert_int_equal(gpumon_config_load(&old, &c, &e), 0);
+    assert_true(selected(&c, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"));
+    gpumon_config_done(&c);
+}
+
+/* A name that is no DCGM field stops the start, naming where it came from and the line. */
+static void test_collectors_error(void **state)
+{
+    const char *csv = write_csv("bad.csv", "DCGM_FI_DEV_GPU_TEMP, gauge, t\n"
+                                           "DCGM_FI_DEV_GPU_TEMPERATURE, gauge, t\n");
+    struct gpumon_flags f = {.config_path = write_config("[gpumon]\ncollectors = x\n")};
+    char text[PATH_MAX + 64];
+    snprintf(text, sizeof(text), "[gpumon]\ncollectors = %s\n", csv);
+    f.config_path = write_config(text);
+    const char *msg = load_fails(&f, -EINVAL);
+    assert_non_null(strstr(msg, "gpumon.conf:2: [gpumon] collectors = "));
+    assert_non_null(strstr(msg, "bad.csv:2: unknown field 'DCGM_FI_DEV_GPU_TEMPERATURE'"));
+    struct gpumon_flags missing = {.collectors = "/nonexistent/counters.csv"};
+    msg = load_fails(&missing, -ENOENT);
+    assert_non_null(strstr(msg, "--collectors /nonexistent/counters.csv"));
+}
+
 static int setup(void **state)
 {
     return mkdtemp(dir) ? 0 : -1;
@@ -238,6 +345,11 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+    char csv[PATH_MAX];
+    snprintf(csv, sizeof(csv), "%s/counters.csv", dir);
+    unlink(csv);
+    snprintf(csv, sizeof(csv), "%s/bad.csv", dir);
+    unlink(csv);
     unlink(path);
     rmdir(dir);
     return 0;
@@ -255,6 +367,9 @@ int main(void)
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_empty_hostname_means_default),
+        cmocka_unit_test(test_node_name),
+        cmocka_unit_test(test_collectors),
+        cmocka_unit_test(test_collectors_error),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
