@@ -1,12 +1,9 @@
 #include "collectors.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "dcgm-fields.h"
 #include "lib/fileio.h"
@@ -232,21 +229,10 @@ int collectors_parse(const char *path, const char *text, size_t len, const char 
 int collectors_load(const char *path, const char *const *offered, size_t n_offered,
                     struct collectors_result *r, struct errmsg *e)
 {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return errmsg_set(e, negative_errno(), "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0)
-        return errmsg_set(e, negative_errno(), "%s: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return errmsg_set(e, -EISDIR, "%s: is a directory", path);
-
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
-    int ret = fd_read_all(fd, COLLECTORS_FILE_MAX, &text, &len);
-    if (ret == -EFBIG)
-        return errmsg_set(e, ret, "%s: larger than %d bytes", path, COLLECTORS_FILE_MAX);
+    int ret = file_read_text(path, COLLECTORS_FILE_MAX, &text, &len, e);
     if (ret < 0)
-        return errmsg_set(e, ret, "%s: %s", path, strerror(-ret));
+        return ret;
     return collectors_parse(path, text, len, offered, n_offered, r, e);
 }

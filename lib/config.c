@@ -198,32 +198,11 @@ int config_load_string(const char *name, const char *text, size_t len, struct co
     return 0;
 }
 
-static int read_file(const char *path, char **ret, size_t *ret_len, struct errmsg *e)
-{
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return errmsg_set(e, negative_errno(), "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0)
-        return errmsg_set(e, negative_errno(), "%s: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return errmsg_set(e, -EISDIR, "%s: is a directory", path);
-
-    /* Read to EOF, not to the size fstat() saw: the file may grow, or be a pipe that reports
-     * size 0. */
-    int r = fd_read_all(fd, CONFIG_MAX_FILE, ret, ret_len);
-    if (r == -EFBIG)
-        return errmsg_set(e, r, "%s: larger than %u bytes", path, CONFIG_MAX_FILE);
-    if (r < 0)
-        return errmsg_set(e, r, "%s: %s", path, strerror(-r));
-    return 0;
-}
-
 int config_load(const char *path, struct config **ret, struct errmsg *e)
 {
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
-    int r = read_file(path, &text, &len, e);
+    int r = file_read_text(path, CONFIG_MAX_FILE, &text, &len, e);
     if (r < 0)
         return r;
     return config_load_string(path, text, len, ret, e);

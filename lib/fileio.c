@@ -1,7 +1,10 @@
 #include "lib/fileio.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/macro.h"
@@ -68,5 +71,28 @@ int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len)
     buf[len] = '\0';
     *ret = TAKE_PTR(buf);
     *ret_len = len;
+    return 0;
+}
+
+int file_read_text(const char *path, size_t max, char **ret, size_t *ret_len, struct errmsg *e)
+{
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below); it changes
+     * nothing for a regular file, or for /dev/null as an empty configuration. */
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return errmsg_set(e, negative_errno(), "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return errmsg_set(e, negative_errno(), "%s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return errmsg_set(e, -EISDIR, "%s: is a directory", path);
+    if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
+        return errmsg_set(e, -EINVAL, "%s: a FIFO or socket, not a file", path);
+    /* Read to EOF, not to the size fstat() saw: the file may grow meanwhile. */
+    int r = fd_read_all(fd, max, ret, ret_len);
+    if (r == -EFBIG)
+        return errmsg_set(e, r, "%s: larger than %zu bytes", path, max);
+    if (r < 0)
+        return errmsg_set(e, r, "%s: %s", path, strerror(-r));
     return 0;
 }

@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -618,3 +619,67 @@ def prometheus_query(port, promql):
         reply = json.load(r)
     assert reply["status"] == "success", reply
     return reply["data"]["result"]
+
+
+class Prometheus:
+    """prometheus scraping one gpumon every second, on its own port and storage, and evaluating
+    the rule files given every second (their groups' own intervals taken out)."""
+
+    def __init__(self, workdir, target_port, rule_files=()):
+        self.port = free_port()
+        for path in rule_files:
+            text = re.sub(r"^    interval: \w+\n", "", path.read_text(), flags=re.M)
+            (workdir / path.name).write_text(text)
+        config = workdir / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+            "  evaluation_interval: 1s\n"
+            "rule_files:\n" + "".join(f"  - {workdir / p.name}\n" for p in rule_files) +
+            "scrape_configs:\n  - job_name: gpumon\n"
+            f"    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n")
+        self.proc = Proc(
+            ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+            workdir / "prometheus.log")
+
+    def api(self, path, **params):
+        """(status, data or error) of an API call; a query Prometheus rejects is an answer."""
+        url = f"http://127.0.0.1:{self.port}/api/v1/{path}?" + urllib.parse.urlencode(params)
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                reply = json.load(r)
+        except urllib.error.HTTPError as e:
+            reply = json.load(e)
+        if reply["status"] != "success":
+            return "error", f"{reply.get('errorType')}: {reply.get('error')}"
+        return "success", reply["data"]
+
+    def query(self, promql):
+        status, data = self.api("query", query=promql)
+        assert status == "success", f"{promql}: {data}"
+        return data["result"]
+
+    def rules(self):
+        """{name: rule} as Prometheus loaded and last evaluated them (query, health,
+        lastError, lastEvaluation, type)."""
+        status, data = self.api("rules")
+        assert status == "success", data
+        return {r["name"]: r for g in data["groups"] for r in g["rules"]}
+
+    def wait(self, promql, check, timeout=60):
+        last = []
+
+        def ok():
+            nonlocal last
+            assert self.proc.running(), "prometheus exited:\n" + self.proc.tail()
+            try:
+                last = self.query(promql)
+            except (OSError, urllib.error.URLError):
+                return False
+            return check(last)
+
+        try:
+            wait_for(ok, timeout, promql)
+        except AssertionError:
+            raise AssertionError(f"{promql}: got {last}\n{self.proc.tail()}") from None
+        return last

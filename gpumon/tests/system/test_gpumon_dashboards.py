@@ -104,7 +104,8 @@ def variable_queries():
             q = v["query"]["query"] if isinstance(v["query"], dict) else v["query"]
             m = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", q)
             assert m, f"{path.name}: variable {v['name']}: {q}"
-            out.append((f"{path.stem}:{v['name']}", grafana_to_promql(m.group(1)), m.group(2)))
+            name = f"{path.stem}:{v['name']}"
+            out.append(pytest.param(name, grafana_to_promql(m.group(1)), m.group(2), id=name))
     return out
 
 
@@ -124,70 +125,6 @@ RULE_NAMES = rule_names()
 
 
 # ---- gpumon and Prometheus ----
-
-
-class Prometheus:
-    """prometheus scraping one gpumon every second, on its own port and storage, and evaluating
-    the shipped rule files every second (their groups' own intervals taken out)."""
-
-    def __init__(self, workdir, target_port):
-        self.port = gu.free_port()
-        for path in RULE_FILES:
-            text = re.sub(r"^    interval: \w+\n", "", path.read_text(), flags=re.M)
-            (workdir / path.name).write_text(text)
-        config = workdir / "prometheus.yml"
-        config.write_text(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-            "  evaluation_interval: 1s\n"
-            "rule_files:\n" + "".join(f"  - {workdir / p.name}\n" for p in RULE_FILES) +
-            "scrape_configs:\n  - job_name: gpumon\n"
-            f"    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n")
-        self.proc = gu.Proc(
-            ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-            workdir / "prometheus.log")
-
-    def api(self, path, **params):
-        """(status, data or error) of an API call; a query Prometheus rejects is an answer."""
-        url = f"http://127.0.0.1:{self.port}/api/v1/{path}?" + urllib.parse.urlencode(params)
-        try:
-            with urllib.request.urlopen(url, timeout=10) as r:
-                reply = json.load(r)
-        except urllib.error.HTTPError as e:
-            reply = json.load(e)
-        if reply["status"] != "success":
-            return "error", f"{reply.get('errorType')}: {reply.get('error')}"
-        return "success", reply["data"]
-
-    def query(self, promql):
-        status, data = self.api("query", query=promql)
-        assert status == "success", f"{promql}: {data}"
-        return data["result"]
-
-    def rules(self):
-        """{name: rule} as Prometheus loaded and last evaluated them (query, health,
-        lastError, lastEvaluation, type)."""
-        status, data = self.api("rules")
-        assert status == "success", data
-        return {r["name"]: r for g in data["groups"] for r in g["rules"]}
-
-    def wait(self, promql, check, timeout=60):
-        last = []
-
-        def ok():
-            nonlocal last
-            assert self.proc.running(), "prometheus exited:\n" + self.proc.tail()
-            try:
-                last = self.query(promql)
-            except (OSError, urllib.error.URLError):
-                return False
-            return check(last)
-
-        try:
-            gu.wait_for(ok, timeout, promql)
-        except AssertionError:
-            raise AssertionError(f"{promql}: got {last}\n{self.proc.tail()}") from None
-        return last
 
 
 class Stack:
@@ -214,7 +151,7 @@ def start_stack(fixture_name, ready):
     prom = None
     try:
         d.wait_ready()
-        prom = Prometheus(workdir, d.port)
+        prom = gu.Prometheus(workdir, d.port, RULE_FILES)
         prom.wait("up", lambda r: len(r) == 1 and r[0]["value"][1] == "1")
         # rate() and increase() over a minute want several samples.
         prom.wait("count_over_time(up[1m]) >= 5", lambda r: len(r) == 1)
@@ -280,7 +217,7 @@ def test_panel_has_data_consumer(consumer, t):
     check_target(consumer, t)
 
 
-@pytest.mark.parametrize("name,selector,label", variable_queries(), ids=lambda v: str(v))
+@pytest.mark.parametrize("name,selector,label", variable_queries())
 def test_variables_have_values(dgx, name, selector, label):
     result = dgx.query(selector)
     assert result and all(label in r["metric"] for r in result), f"{name}: {selector}"
@@ -321,7 +258,7 @@ def test_framebuffer_sums_count_nothing_twice(dgx):
 # ---- rules ----
 
 
-@pytest.mark.parametrize("path,name", RULE_NAMES, ids=lambda x: str(x))
+@pytest.mark.parametrize("path,name", RULE_NAMES, ids=[f"{p}:{n}" for p, n in RULE_NAMES])
 def test_rule_evaluates(dgx, path, name):
     """Every alert and recording rule loads and evaluates without error on gpumon's data."""
     rule = dgx.prom.rules().get(name)

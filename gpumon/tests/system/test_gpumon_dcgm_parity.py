@@ -543,6 +543,32 @@ def test_collectors_subset_long_flag(csv_gpumon):
     assert "gpumon_up" in e.families()
 
 
+def test_collectors_from_environment(workdir, gpumon):  # noqa: F811
+    """dcgm-exporter's DCGM_EXPORTER_COLLECTORS names the file when no flag does."""
+    rows = [c for c in facts.DEFAULT_COUNTERS
+            if c.name in ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DRIVER_VERSION")]
+    path = workdir / "env-counters.csv"
+    path.write_text(facts.collectors_csv(rows))
+    d = gpumon(FIXTURE, env={"DCGM_EXPORTER_COLLECTORS": str(path)})
+    assert dcgm_families(expose(d)) == {"DCGM_FI_DEV_SM_CLOCK"}
+
+
+def test_dcgm3_clock_name_on_request(gpumon, csv_gpumon):  # noqa: F811
+    """DCGM 3's DCGM_FI_DEV_CLOCK_THROTTLE_REASONS: with dcgm3_names = yes beside the DCGM 4
+    name, or alone when a collectors file lists it."""
+    d = gpumon(FIXTURE, config={"dcgm3_names": "yes"})
+    e = expose(d)
+    for name in ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"):
+        assert e.value(name, gpu=7) == 0x8, name
+        assert e.type[name] == "gauge", name
+    row = facts.Counter("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge",
+                        "Frequency throttling reasons.")
+    _, d = csv_gpumon(facts.collectors_csv([row]))
+    e = expose(d)
+    assert dcgm_families(e) == {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"}
+    assert e.value("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", gpu=7) == 0x8
+
+
 def test_collectors_off_by_default_prof(csv_gpumon):
     """The profiling fields dcgm-exporter ships commented out, turned on in a CSV: gauges on
     every GPM GPU, ratios 0..1 and bytes/s from the GPM metrics; the NVLink and PCIe rates not

@@ -14,44 +14,6 @@ import gpumonutil as gu
 from gpumonutil import gpumon, workdir  # noqa: F401 - pytest fixtures
 
 
-class Prometheus:
-    """prometheus scraping one target every second, on its own port and storage."""
-
-    def __init__(self, workdir, target_port):
-        self.port = gu.free_port()
-        config = workdir / "prometheus.yml"
-        config.write_text(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-            "scrape_configs:\n  - job_name: gpumon\n"
-            f"    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n")
-        self.proc = gu.Proc(
-            ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-            workdir / "prometheus.log")
-
-    def query(self, promql):
-        return gu.prometheus_query(self.port, promql)
-
-    def wait(self, promql, check, timeout=60):
-        """Polls promql until check(result) holds; returns the result."""
-        last = []
-
-        def ok():
-            nonlocal last
-            assert self.proc.running(), "prometheus exited:\n" + self.proc.tail()
-            try:
-                last = self.query(promql)
-            except (OSError, urllib.error.URLError):
-                return False
-            return check(last)
-
-        try:
-            gu.wait_for(ok, timeout, promql)
-        except AssertionError:
-            raise AssertionError(f"{promql}: got {last}\n{self.proc.tail()}") from None
-        return last
-
-
 @pytest.fixture
 def prometheus(workdir):  # noqa: F811 - the pytest fixture imported above
     if not shutil.which("prometheus"):
@@ -59,7 +21,7 @@ def prometheus(workdir):  # noqa: F811 - the pytest fixture imported above
     started = []
 
     def start(port):
-        p = Prometheus(workdir, port)
+        p = gu.Prometheus(workdir, port)
         started.append(p)
         return p
 
