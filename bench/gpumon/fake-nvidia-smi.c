@@ -101,13 +101,22 @@ static bool read_util_mem(nvmlDevice_t dev, unsigned index, char *buf, size_t le
     return read_utilization(dev, true, buf, len);
 }
 
-/* which: 0 total, 1 used, 2 free; nvidia-smi prints whole MiB, rounded down. */
+/* which: 0 total, 1 used, 2 free, 3 reserved; nvidia-smi prints whole MiB, rounded down. Like
+ * nvidia-smi since the driver has it, the version-2 query first: its "used" leaves out what the
+ * driver reserves, which it reports apart. The version-1 query (older drivers) counts that as
+ * used and has no reserved figure. */
 static bool read_memory(nvmlDevice_t dev, int which, char *buf, size_t len)
 {
+    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
     nvmlMemory_t m;
-    if (!api.nvmlDeviceGetMemoryInfo || api.nvmlDeviceGetMemoryInfo(dev, &m) != NVML_SUCCESS)
+    unsigned long long bytes;
+    if (api.nvmlDeviceGetMemoryInfo_v2 && api.nvmlDeviceGetMemoryInfo_v2(dev, &m2) == NVML_SUCCESS)
+        bytes = which == 0 ? m2.total : which == 1 ? m2.used : which == 2 ? m2.free : m2.reserved;
+    else if (which < 3 && api.nvmlDeviceGetMemoryInfo &&
+             api.nvmlDeviceGetMemoryInfo(dev, &m) == NVML_SUCCESS)
+        bytes = which == 0 ? m.total : which == 1 ? m.used : m.free;
+    else
         return false;
-    unsigned long long bytes = which == 0 ? m.total : which == 1 ? m.used : m.free;
     snprintf(buf, len, "%llu", bytes >> 20);
     return true;
 }
@@ -207,10 +216,9 @@ static bool read_mig_mode(nvmlDevice_t dev, unsigned index, char *buf, size_t le
     return true;
 }
 
-/* The version-1 memory query has no reserved figure (nvidia-smi reads it from version 2). */
 static bool read_mem_reserved(nvmlDevice_t dev, unsigned index, char *buf, size_t len)
 {
-    return false;
+    return read_memory(dev, 3, buf, len);
 }
 
 static const struct field fields[] = {

@@ -14,16 +14,26 @@
 #     1 MiB; SM and memory clocks exactly; power, temperature and utilisation within a tolerance
 #     (they move between two reads). Up to 3 rounds, the first that agrees counts;
 #  3. checks the OpenMetrics and HEAD answers;
-#  4. runs the benchmark (bench/gpumon/gpumonbench.py, quick) against the real driver and the real
-#     nvidia-smi and prints its summary.
-# Writes the comparison table to $OUT/compare.txt (and the benchmark to $OUT/bench.txt, the
-# gpumon log to $OUT/gpumon.log) when OUT is set. Exits 1 on a mismatch, 2 when something could
-# not run. It reads only: no GPU setting is changed (no nvidia-smi -pm/-lgc/-mig/-r, nothing).
+#  4. GPM (gpm_compare.py): gpumon's DCGM_FI_PROF_* against `nvidia-smi dmon --gpm-metrics` (and
+#     pynvml's GPM calls where pynvml is installed), medians over a window idle and one under
+#     BUNDLE/bin/gpm-load (tensor, FP32 and DRAM kernels); a GPU without them must be without
+#     them in dmon too, with gpumon's reason. No gpm-load in the bundle: the idle window only;
+#  5. runs the benchmark (bench/gpumon/gpumonbench.py, quick, with BUNDLE/bin/static-server for
+#     the floor figure when the bundle has it) against the real driver and the real nvidia-smi and
+#     prints its summary.
+# Writes the comparison table to $OUT/compare.txt (and the GPM table to $OUT/gpm-compare.txt with
+# its raw material in $OUT/gpm-dmon.txt and $OUT/gpm-samples.txt, the benchmark to $OUT/bench.txt,
+# the gpumon log to $OUT/gpumon.log: six files) when OUT is set. Exits 1 on a mismatch, 2 when
+# something could not run. It changes no GPU setting (no nvidia-smi -pm/-lgc/-mig/-r, nothing);
+# the only thing it does to the GPU is step 4's load.
 #
 # Environment: NVIDIA_SMI (default: nvidia-smi on PATH, else /usr/local/nvidia/bin/nvidia-smi),
-# PYTHON (default python3), GPUMON_BENCH=0 skips step 4, GPUMON_BENCH_ARGS (default --quick).
+# PYTHON (default python3), GPUMON_GPM=0 skips step 4, GPUMON_BENCH=0 skips step 5,
+# GPUMON_BENCH_ARGS (default --quick).
 # For a dry run without a GPU: NVIDIA_SMI=<build>/bench/gpumon/fake-nvidia-smi,
-# GPUMON_NVML_DIR=<build>/tests/fake-nvml and FAKE_NVML_FIXTURE=<fixture>.
+# GPUMON_NVML_DIR=<build>/tests/fake-nvml and FAKE_NVML_FIXTURE=<fixture>. Step 4 then runs no
+# load and compares gpumon with the stand-in's dmon on the fixture's constant GPM figures: that
+# proves the plumbing, not the numbers.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -42,6 +52,8 @@ if [ -z "${NVIDIA_SMI:-}" ]; then
 fi
 bench=$bundle/gpumonbench.py
 [ -r "$bench" ] || bench=$here/../../../bench/gpumon/gpumonbench.py
+gpm_compare=$bundle/gpm_compare.py
+[ -r "$gpm_compare" ] || gpm_compare=$here/gpm_compare.py
 
 libpath=$bundle/lib
 # A dry run puts the fake libnvidia-ml.so.1 in front, for gpumon and the stand-in nvidia-smi;
@@ -55,6 +67,17 @@ for f in "$bundle/bin/gpumon" "$NVIDIA_SMI"; do
     [ -x "$f" ] || { echo "check-gpu: $f is missing" >&2; exit 2; }
 done
 command -v "$python" >/dev/null || { echo "check-gpu: no $python" >&2; exit 2; }
+
+# worst A B: the exit status that says more, a mismatch (1) before could-not-run (2) before 0.
+worst() {
+    if [ "$1" -eq 1 ] || [ "$2" -eq 1 ]; then
+        echo 1
+    elif [ "$1" -ne 0 ]; then
+        echo "$1"
+    else
+        echo "$2"
+    fi
+}
 
 work=$(mktemp -d /tmp/check-gpu-XXXXXX)
 port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -123,12 +146,21 @@ def scrape():
             series.append((m.group(1), dict(LABEL.findall(m.group(2) or "")), float(m.group(3))))
     return series
 
-def gpu_value(series, family, index):
-    # The whole GPU's series: MIG instance series carry GPU_I_ID.
+def gpu_value(series, family, index, device_wide=True):
+    # The whole GPU's series: MIG instance series carry GPU_I_ID. In MIG mode gpumon, as
+    # dcgm-exporter, shows a GPU's series once per GPU instance only; for a figure of the whole
+    # device (a clock, a label) any instance's will do.
+    first = (None, None)
     for name, labels, value in series:
-        if name == family and labels.get("gpu") == index and "GPU_I_ID" not in labels:
-            return value, labels
-    return None, None
+        if name == family and labels.get("gpu") == index:
+            if "GPU_I_ID" not in labels:
+                return value, labels
+            if first[0] is None and device_wide:
+                first = (value, labels)
+    return first
+
+def in_mig_mode(series, index):
+    return any(l.get("gpu") == index and "GPU_I_ID" in l for _, l, _ in series)
 
 def smi_rows(fields):
     r = subprocess.run([smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"],
@@ -182,18 +214,25 @@ for attempt in range(1, 4):
     n_gpu = len({l.get("gpu") for n, l, v in after if n == "gpumon_gpu_up"})
     add("-", "GPU count", n_gpu, len(rows), n_gpu == len(rows))
     for index, row in sorted(rows.items()):
-        _, labels = gpu_value(after, "gpumon_gpu_up", index)
+        _, labels = gpu_value(after, "gpumon_gpu_up", index, device_wide=False)
         labels = labels or {}
         add(index, "uuid", labels.get("UUID"), row["uuid"], labels.get("UUID") == row["uuid"])
         lab = labels_rows.get(index, {})
+        # The DCGM labels of any of the GPU's series: in MIG mode not every family has a
+        # series for a GPU instance (no memory figures for one without them, for instance).
         _, dl = gpu_value(after, "DCGM_FI_DEV_FB_TOTAL", index)
-        dl = dl or {}
+        dl = dl or next((l for _, l, _ in after
+                         if l.get("gpu") == index and "modelName" in l), {})
         for field, label in (("name", "modelName"), ("pci.bus_id", "pci_bus_id"),
                              ("driver_version", "DCGM_FI_DRIVER_VERSION")):
             if field in lab:
                 add(index, field, dl.get(label), lab[field], dl.get(label) == lab[field])
         for field, family, how, tol in CHECKS:
             theirs = num(row[field])
+            if field.startswith("memory.") and in_mig_mode(after, index):
+                add(index, field, "per instance", row[field], True,
+                    "MIG mode: gpumon shows memory per GPU instance; not compared")
+                continue
             vals = [gpu_value(s, family, index)[0] for s in (before, after)]
             ours = [v for v in vals if v is not None]
             if theirs is None or not ours:
@@ -237,6 +276,19 @@ sys.exit(1 if failures else 0)
 EOF
 rc=$?
 
+if [ "${GPUMON_GPM:-1}" != 0 ] && kill -0 "$gpumon_pid" 2>/dev/null; then
+    echo "--- GPM: gpumon's DCGM_FI_PROF_* against nvidia-smi dmon --gpm-metrics"
+    gpm_args=(--port "$port" --nvidia-smi "$NVIDIA_SMI")
+    [ -n "$out" ] && gpm_args+=(--out "$out")
+    if [ -n "${GPUMON_NVML_DIR:-}" ]; then
+        gpm_args+=(--dry-run)
+    elif [ -x "$bundle/bin/gpm-load" ]; then
+        gpm_args+=(--load "$bundle/bin/gpm-load")
+    fi
+    "$python" "$gpm_compare" "${gpm_args[@]}"
+    rc=$(worst "$rc" $?)
+fi
+
 if ! kill -0 "$gpumon_pid" 2>/dev/null; then
     echo "check-gpu: gpumon died; its log:" >&2
     tail -n 40 "$work/gpumon.log" >&2
@@ -255,6 +307,8 @@ echo "--- gpumon log (tail)"
 tail -n 15 "$work/gpumon.log"
 
 if [ "${GPUMON_BENCH:-1}" != 0 ]; then
+    static_server=
+    [ -x "$bundle/bin/static-server" ] && static_server=$bundle/bin/static-server
     if [ -n "${GPUMON_NVML_DIR:-}" ]; then
         echo "--- benchmark (dry run: fake NVML, stand-in nvidia-smi)"
     else
@@ -264,12 +318,13 @@ if [ "${GPUMON_BENCH:-1}" != 0 ]; then
     "$python" "$bench" --gpumon "$bundle/bin/gpumon" --gpumon-lib-path "$libpath" \
         --nvidia-smi "$NVIDIA_SMI" ${FAKE_NVML_FIXTURE:+--fixture "$FAKE_NVML_FIXTURE"} \
         ${GPUMON_NVML_DIR:+--peer-lib-path "$GPUMON_NVML_DIR" --stand-in} \
+        ${static_server:+--static-server "$static_server"} \
         --tmpdir "$work" ${GPUMON_BENCH_ARGS:---quick} 2>&1 | tee "$work/bench.txt"
     bench_rc=${PIPESTATUS[0]}
     [ -n "$out" ] && cp "$work/bench.txt" "$out/bench.txt"
     if [ "$bench_rc" -ne 0 ]; then
         echo "check-gpu: the benchmark failed ($bench_rc)" >&2
-        [ "$rc" -eq 0 ] && rc=2
+        rc=$(worst "$rc" 2)
     fi
 fi
 [ "$rc" -eq 0 ] && echo "check-gpu: PASS" || echo "check-gpu: FAIL ($rc)"

@@ -175,8 +175,7 @@ int main(int argc, char **argv)
     load loads[3] = {
         {"tensor (WMMA f16->f32 mma_sync)", 0, 0, 0,
          (double)warps * TENSOR_ITERS * 4 * 2 * 16 * 16 * 16, "TFLOP/s"},
-        {"fp32 (FMA chains)", 0, 0, 0, (double)m.blocks * THREADS * FP32_ITERS * 8 * 2,
-         "TFLOP/s"},
+        {"fp32 (FMA chains)", 0, 0, 0, (double)m.blocks * THREADS * FP32_ITERS * 8 * 2, "TFLOP/s"},
         {"copy (DRAM, 256 MiB)", 0, 0, 0, 2.0 * COPY_BYTES, "TB/s"},
     };
     for (int k = 0; k < 3; k++) {
