@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -110,6 +111,46 @@ static void test_write_errors(void **state)
     assert_int_equal(fd_write_all(-1, "x", 1), -EBADF);
 }
 
+/* Files an administrator names: read whole, a FIFO refused at once instead of waiting for a
+ * writer forever (a daemon's start would hang on it), /dev/null an empty file, a device that never
+ * ends stopped at the limit. */
+static void test_read_text(void **state)
+{
+    char dir[] = "/tmp/test-fileio-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char file[64], fifo[64];
+    snprintf(file, sizeof(file), "%s/f", dir);
+    snprintf(fifo, sizeof(fifo), "%s/p", dir);
+    FILE *f = fopen(file, "we");
+    assert_non_null(f);
+    fputs("a = 1\n", f);
+    fclose(f);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+
+    char *text = NULL;
+    size_t len = 0;
+    struct errmsg e = {""};
+    assert_int_equal(file_read_text(file, 100, &text, &len, &e), 0);
+    assert_string_equal(text, "a = 1\n");
+    assert_int_equal(len, 6);
+    free(text);
+    assert_int_equal(file_read_text(file, 5, &text, &len, &e), -EFBIG);
+    assert_non_null(strstr(e.text, "larger than 5 bytes"));
+    assert_int_equal(file_read_text(fifo, 100, &text, &len, &e), -EINVAL);
+    assert_non_null(strstr(e.text, "a FIFO or socket"));
+    assert_int_equal(file_read_text(dir, 100, &text, &len, &e), -EISDIR);
+    assert_int_equal(file_read_text("/nonexistent/x", 100, &text, &len, &e), -ENOENT);
+    assert_non_null(strstr(e.text, "/nonexistent/x: "));
+    assert_int_equal(file_read_text("/dev/null", 100, &text, &len, &e), 0);
+    assert_int_equal(len, 0);
+    free(text);
+    assert_int_equal(file_read_text("/dev/zero", 4096, &text, &len, &e), -EFBIG);
+
+    unlink(fifo);
+    unlink(file);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -117,6 +158,7 @@ int main(void)
         cmocka_unit_test(test_limit_is_exact),
         cmocka_unit_test(test_read_up_to),
         cmocka_unit_test(test_write_errors),
+        cmocka_unit_test(test_read_text),
     };
     return test_run_cases(tests);
 }
