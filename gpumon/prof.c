@@ -29,10 +29,17 @@ static bool ensure(struct prof *p, const struct nvml_api *api, nvmlDevice_t dev,
     return true;
 }
 
-static void read_one(struct gpm *g, struct gpu_values *v, atomic_uint_fast64_t *errors)
+/* A sample the driver refuses (NOT_SUPPORTED: it said yes to GPM but samples nothing here) is
+ * a GPU without profiling fields, told by its reason, not a failing call in every pass. */
+static void read_one(struct prof *p, struct gpm *g, struct gpu_values *v,
+                     atomic_uint_fast64_t *errors)
 {
     struct errmsg e = {""};
-    if (gpm_read(g, v, &e) < 0) {
+    int r = gpm_read(g, v, &e);
+    if (r == -EOPNOTSUPP) {
+        p->unsupported = true;
+        snprintf(p->reason, sizeof(p->reason), "%.*s", (int)sizeof(p->reason) - 1, e.text);
+    } else if (r < 0) {
         atomic_fetch_add(errors, 1);
         log_debug("GPM: %s", e.text);
     }
@@ -48,7 +55,7 @@ static void read_instances(struct prof *p, const struct nvml_api *api, const str
         if (gi >= PROF_MAX_GI || (j > 0 && out->mig[j - 1].id.gi_id == gi))
             continue;
         if (ensure(p, api, g->handle, gi, &p->gi[gi], errors))
-            read_one(p->gi[gi], &out->mig[j].values, errors);
+            read_one(p, p->gi[gi], &out->mig[j].values, errors);
     }
 }
 
@@ -59,10 +66,15 @@ void prof_read(struct prof *p, const struct nvml_api *api, const struct gpu *g,
         if (out->n_mig > 0)
             read_instances(p, api, g, out, errors);
         else if (ensure(p, api, g->handle, NVML_INSTANCE_ID_NONE, &p->gpu, errors))
-            read_one(p->gpu, &out->values, errors);
+            read_one(p, p->gpu, &out->values, errors);
     }
     if (p->unsupported)
         memcpy(out->prof_reason, p->reason, sizeof(out->prof_reason));
+}
+
+void prof_reprobe(struct prof *p)
+{
+    p->unsupported = false;
 }
 
 void prof_forget_instances(struct prof *p)

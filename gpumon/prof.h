@@ -17,7 +17,7 @@
 #define PROF_MAX_GI 16
 
 struct prof {
-    bool unsupported; /* GPM said no (or the driver lacks it): not asked again for this model */
+    bool unsupported; /* GPM said no (or the driver lacks it): not asked again until a reprobe */
     char reason[PROF_REASON_MAX];
     struct gpm *gpu;
     struct gpm *gi[PROF_MAX_GI];
@@ -28,6 +28,10 @@ struct prof {
  * read (not "unsupported") counts in *errors and shows nothing this pass. */
 void prof_read(struct prof *p, const struct nvml_api *api, const struct gpu *g,
                struct gpu_sample *out, atomic_uint_fast64_t *errors);
+
+/* Asks again, from the next read, whether the GPU gives profiling fields (every rescan, as for
+ * the fields a GPU answered NOT_SUPPORTED). */
+void prof_reprobe(struct prof *p);
 
 /* Drops the readers of the GPU instances, after the GPU was re-partitioned. */
 void prof_forget_instances(struct prof *p);

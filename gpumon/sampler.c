@@ -966,8 +966,10 @@ static bool backs_off(enum reload_why why)
 static void reprobe_fast(struct sampler *s)
 {
     pthread_rwlock_rdlock(&s->model_lock);
-    for (unsigned i = 0; s->m.nvml && i < s->m.list->n; i++)
+    for (unsigned i = 0; s->m.nvml && i < s->m.list->n; i++) {
         s->m.state[i].fast_unsupported = 0;
+        prof_reprobe(&s->m.state[i].prof);
+    }
     pthread_rwlock_unlock(&s->model_lock);
 }
 

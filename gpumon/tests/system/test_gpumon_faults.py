@@ -252,3 +252,23 @@ def test_concurrent_scrapes_during_changes(gpumon):
     assert not errors, errors
     wait_for(lambda: one(d.metrics(), "DCGM_FI_DEV_GPU_TEMP", gpu=1) == 49, 5,
              "the last change")
+
+
+def test_gpm_sampling_refused(gpumon):
+    """A driver that says a GPU has GPM but then refuses its samples (NOT_SUPPORTED), for the
+    whole GPU or for MIG instances: no profiling fields, the reason shown, and no NVML error
+    counted in every pass (an alert on the error rate would fire for ever)."""
+    fx = gu.load_fixture("dgx-8gpu-mig")
+    gu.hide_pids(fx)
+    fx["gpus"][0]["unsupported"] = ["nvmlGpmSampleGet"]
+    fx["gpus"][3]["unsupported"] = ["nvmlGpmMigSampleGet"]
+    d = gpumon(fx, interval="100ms")
+    s = d.wait_metric("GPU 1's profiling fields",
+                      lambda s: one(s, "DCGM_FI_PROF_SM_ACTIVE", gpu=1) is not None)
+    time.sleep(1)  # ten passes
+    _, s = d.checked()
+    for gpu in (0, 3):
+        assert not gu.metric_series(s, "DCGM_FI_PROF_SM_ACTIVE", gpu=gpu)
+        reasons = gu.metric_series(s, "gpumon_profiling_unavailable_info", gpu=gpu)
+        assert len(reasons) == 1 and "nvmlGpm" in reasons[0][0]["reason"], reasons
+    assert one(s, "gpumon_nvml_errors_total") == 0
