@@ -85,7 +85,8 @@ static const struct field_desc fields[] = {
      "Whether remapping of rows has failed", SCOPE_DEVICE},
     {GF_FB_RESERVED, "DCGM_FI_DEV_FB_RESERVED", GAUGE, "Framebuffer memory reserved (in MiB).",
      SCOPE_INSTANCE},
-    {GF_NVLINK_BANDWIDTH, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", GAUGE,
+    /* A rate (MiB/s), as DCGM computes it, typed counter as dcgm-exporter's CSV types it. */
+    {GF_NVLINK_BANDWIDTH, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", COUNTER,
      "Total number of NVLink bandwidth counters for all lanes.", SCOPE_DEVICE},
     {GF_VGPU_LICENSE, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", GAUGE, "vGPU License status",
      SCOPE_DEVICE},
@@ -602,6 +603,15 @@ int expose_render(const struct snapshot *s, const struct expose_opts *o, char **
         return k;
     }
     return prom_writer_finish(r.w, ret_text, ret_len);
+}
+
+bool expose_wants_profiling(const struct expose_selection *sel)
+{
+    for (size_t i = 0; i < ELEMENTSOF(fields); i++)
+        if (strncmp(fields[i].name, "DCGM_FI_PROF_", 13) == 0 &&
+            (sel->fields & (UINT64_C(1) << fields[i].field)))
+            return true;
+    return false;
 }
 
 void expose_select_all(struct expose_selection *ret, bool dcgm3_names)

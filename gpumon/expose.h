@@ -39,6 +39,9 @@ void expose_select_all(struct expose_selection *ret, bool dcgm3_names);
 #define EXPOSE_DCGM_NAMES_MAX (GF_COUNT + 3)
 size_t expose_dcgm_names(const char **names);
 
+/* Whether sel shows any DCGM_FI_PROF_* field: else nobody needs GPM read. */
+bool expose_wants_profiling(const struct expose_selection *sel);
+
 /* The selection of the names whose selected[i] is set (names and n as expose_dcgm_names()
  * gave them). */
 void expose_select(const char *const *names, const bool *selected, size_t n,

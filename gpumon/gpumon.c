@@ -207,6 +207,7 @@ static int start(const struct gpumon_config *cfg, int signal_fd)
         .rescan_interval_s = cfg->rescan_interval_s,
         .process_metrics = cfg->process_metrics,
         .pcie_throughput = cfg->pcie_throughput,
+        .profiling = expose_wants_profiling(&cfg->selection),
     };
     struct errmsg e = {""};
     _cleanup_(sampler_freep) struct sampler *s = NULL;
@@ -223,6 +224,10 @@ static int start(const struct gpumon_config *cfg, int signal_fd)
     /* dcgm-exporter skips such rows too; a site's file must load, but not silently. */
     for (char **k = cfg->collectors_skipped; k && *k; k++)
         log_warning("%s: %s is a DCGM field gpumon does not offer; skipped", cfg->collectors, *k);
+    /* An empty file (a ConfigMap mounted under the wrong key) would silently hide every GPU. */
+    if (cfg->collectors[0] && !cfg->selection.fields && !cfg->selection.xid_errors)
+        log_warning("%s selects no DCGM field gpumon offers: only gpumon_* metrics are shown",
+                    cfg->collectors);
     service_ready("Exporting GPU metrics");
     run(s, cfg, signal_fd);
     service_stopping();

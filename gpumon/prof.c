@@ -77,17 +77,10 @@ void prof_reprobe(struct prof *p)
     p->unsupported = false;
 }
 
-void prof_forget_instances(struct prof *p)
-{
-    for (unsigned i = 0; i < PROF_MAX_GI; i++) {
-        gpm_free(p->gi[i]);
-        p->gi[i] = NULL;
-    }
-}
-
 void prof_done(struct prof *p)
 {
-    prof_forget_instances(p);
+    for (unsigned i = 0; i < PROF_MAX_GI; i++)
+        gpm_free(p->gi[i]);
     gpm_free(p->gpu);
     memset(p, 0, sizeof(*p));
 }

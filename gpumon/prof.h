@@ -2,7 +2,7 @@
  * GPU instance, as DCGM reads them; and why there are none where the GPU cannot give them.
  *
  * Used by the fast thread only; a MIG re-partition (slow thread, under the model's write lock)
- * calls prof_forget_instances(). */
+ * calls prof_done(), so that no reader computes over an interval that spans the change. */
 #pragma once
 
 #include <stdatomic.h>
@@ -32,9 +32,6 @@ void prof_read(struct prof *p, const struct nvml_api *api, const struct gpu *g,
 /* Asks again, from the next read, whether the GPU gives profiling fields (every rescan, as for
  * the fields a GPU answered NOT_SUPPORTED). */
 void prof_reprobe(struct prof *p);
-
-/* Drops the readers of the GPU instances, after the GPU was re-partitioned. */
-void prof_forget_instances(struct prof *p);
 
 /* Frees everything p holds (before NVML closes) and zeroes it. */
 void prof_done(struct prof *p);

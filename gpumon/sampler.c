@@ -98,7 +98,7 @@ struct sampler {
     char *hostname;
     char *sysfs_root; /* "": no check of the GPUs bound to the nvidia driver */
     double interval, slow_interval, rescan_interval;
-    bool process_metrics, pcie_throughput;
+    bool process_metrics, pcie_throughput, profiling;
 
     /* Fast and slow passes read the model under the read lock; a re-load (fast thread) and a
      * MIG re-read (slow thread) change it under the write lock. */
@@ -543,7 +543,7 @@ static int sample_gpu(struct sampler *s, const struct gpu *g, struct gpu_state *
         if (r >= 0)
             r = read_migs(&rd, g, out);
         out->id.n_mig = out->n_mig;
-        if (r >= 0)
+        if (r >= 0 && s->profiling)
             prof_read(&st->prof, rd.api, g, out, &s->errors);
         if (r >= 0)
             book_pass(st, &rd);
@@ -731,7 +731,8 @@ static void reload_migs(struct sampler *s, unsigned generation)
             atomic_fetch_add(&s->errors, 1);
         else if (g->mig_enabled != was_enabled)
             st->fast_unsupported = st->slow_unsupported = 0;
-        prof_forget_instances(&st->prof);
+        /* Samples from before the change would span it: every reader starts again. */
+        prof_done(&st->prof);
     }
     pthread_rwlock_unlock(&s->model_lock);
 }
@@ -1066,6 +1067,7 @@ int sampler_new(const struct sampler_config *c, struct sampler **ret, struct err
     s->rescan_interval = c->rescan_interval_s;
     s->process_metrics = c->process_metrics;
     s->pcie_throughput = c->pcie_throughput;
+    s->profiling = c->profiling;
     if (copy_strings(s, c) < 0 || events_new(&s->events) < 0)
         return errmsg_set(e, -ENOMEM, "out of memory");
 

@@ -28,6 +28,7 @@ struct sampler_config {
     double rescan_interval_s;
     bool process_metrics;
     bool pcie_throughput;
+    bool profiling; /* read the DCGM_FI_PROF_* fields (NVML GPM) */
 };
 
 struct sampler;

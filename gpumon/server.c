@@ -70,6 +70,9 @@ static void handle_metrics(struct server *srv, const struct http_request *req,
     http_reply_shared(reply, 200, prom_content_type(format), page->body, page->len,
                       page_gzipped(kind) ? "gzip" : NULL, true, release_snapshot, snap);
     snap = NULL; /* the reply's now */
+    /* The format follows Accept as the encoding follows Accept-Encoding: a cache must not hand
+     * one client's OpenMetrics to another. */
+    http_reply_header(reply, "Vary", "Accept");
 }
 
 static void handle_health(struct server *srv, struct http_reply *reply)

@@ -309,6 +309,35 @@ static void test_pcie_and_no_processes(void **state)
     sampler_free(s);
 }
 
+static bool sm_active(const struct snapshot *snap, const void *arg)
+{
+    return snap->n_gpu > 0 && has(&snap->gpu[0], GF_PROF_SM_ACTIVE);
+}
+
+/* Profiling fields from GPM from the second pass on, only when asked for: a site whose
+ * collectors file lists none pays no GPM calls. */
+static void test_profiling(void **state)
+{
+    write_gpus(1, 58, ",\"gpm\": {\"supported\": true, \"metrics\": {\"sm_util\": 42.5}}", NULL);
+    struct sampler_config c = config();
+    c.profiling = true;
+    struct sampler *s = start(&c);
+    struct snapshot *snap = wait_for(s, sm_active, NULL);
+    assert_true(snap->gpu[0].values.v[GF_PROF_SM_ACTIVE] == 0.425);
+    assert_false(has(&snap->gpu[0], GF_PROF_GR_ENGINE_ACTIVE)); /* not in the fixture */
+    assert_string_equal(snap->gpu[0].prof_reason, "");
+    snapshot_unref(snap);
+    sampler_free(s);
+
+    c.profiling = false;
+    s = start(&c);
+    skip_passes(s, 3);
+    snap = sampler_current(s);
+    assert_false(has(&snap->gpu[0], GF_PROF_SM_ACTIVE));
+    snapshot_unref(snap);
+    sampler_free(s);
+}
+
 static bool temp_is(const struct snapshot *snap, const void *arg)
 {
     return snap->n_gpu > 0 && has(&snap->gpu[0], GF_GPU_TEMP) &&
@@ -1125,6 +1154,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_values),
         cmocka_unit_test(test_pcie_and_no_processes),
+        cmocka_unit_test(test_profiling),
         cmocka_unit_test(test_fixture_change_shows),
         cmocka_unit_test(test_not_supported),
         cmocka_unit_test(test_unsupported_reprobed),

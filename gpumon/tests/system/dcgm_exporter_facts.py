@@ -5,9 +5,10 @@ DCGM_FI_DEV_XID_ERRORS and the layout of MIG instances. Written down from dcgm-e
 published CSV, code and issue reports (names, types and texts are interface facts a dashboard or
 alert depends on); nothing here is derived from gpumon.
 
-Where dcgm-exporter versions differ, the 4.x value is the one kept (3.x typed
-DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL as a counter and enabled the PCIe THROUGHPUT fields that
-PROF_PCIE_*_BYTES replaced).
+Where dcgm-exporter versions differ, the 4.x value is the one kept (3.x enabled the PCIe
+THROUGHPUT fields that PROF_PCIE_*_BYTES replaced). DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL is typed
+counter in every copy of the shipped CSV found (a proposal to make it a gauge, dcgm-exporter
+PR 658, was closed unmerged), though DCGM computes it as a rate.
 """
 
 from dataclasses import dataclass
@@ -53,7 +54,7 @@ DEFAULT_COUNTERS = (
     Counter("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
     Counter("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB)."),
     # NVLink
-    Counter("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "gauge",
+    Counter("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter",
             "Total number of NVLink bandwidth counters for all lanes."),
     # vGPU
     Counter("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status"),
