@@ -238,11 +238,23 @@ def submit(d, *args, user=None, cwd=None, env=None):
 
 
 def scope_of(pid):
-    """The v2 cgroup path of a process ("/gpuq-job-3.scope")."""
-    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+    """The v2 cgroup path of a process ("/gpuq-job-3.scope"); "" for one that is gone (a scan
+    of /proc races with every process that ends meanwhile)."""
+    try:
+        text = Path(f"/proc/{pid}/cgroup").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+    for line in text.splitlines():
         if line.startswith("0::"):
             return line[3:]
     return ""
+
+
+def trapping_script(workdir, name, trap, ready):
+    """A job script that sets `trap`, then creates `ready` and loops: a test waits for `ready`
+    before signalling, since a signal that comes before the trap is set ends the shell (on a
+    loaded machine the job may be RUNNING well before its shell got that far)."""
+    return script(workdir, name, f"{trap}\n: > {ready}\nwhile :; do sleep 0.1; done\n")
 
 
 # Queues most tests use: a guaranteed interactive queue, a burstable batch queue, a best-effort

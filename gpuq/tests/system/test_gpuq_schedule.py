@@ -80,12 +80,13 @@ def test_besteffort_checkpoints_on_its_signal_and_is_killed_after_its_grace(gpuq
     shared = workdir / "shared"
     ck = shared / "ck"
     # It checkpoints on SIGUSR1 and then goes on as if it never heard: the grace must end it.
-    stubborn = gu.script(workdir, "stubborn.sh",
-                         f"trap 'date +%s.%N > {ck}' USR1\n"
-                         "while :; do sleep 0.1; done\n")
+    ready = shared / "ready"
+    stubborn = gu.trapping_script(workdir, "stubborn.sh", f"trap 'date +%s.%N > {ck}' USR1",
+                                  ready)
     be = submit(d, "--queue", "scavenger", "--gpus", ALL, "--checkpoint-signal", "USR1",
                 "--grace", "3", "--", stubborn, user=ann, cwd=shared)
     d.wait_state(be, "RUNNING")
+    gu.wait_for(ready.exists, 20, "the job's trap")
     b = submit(d, "--gpus", "1", "--", "sleep", "1", user=bob, cwd=shared)
     job = d.wait_state(be, "PENDING", timeout=20)
     assert job["preemptions"] == 1
@@ -252,13 +253,16 @@ def test_no_grace_outlasts_the_admin(gpuqd, workdir, users):
     d = gpuqd(config=QUEUES.replace("[scheduler]\n", "[scheduler]\nmax_grace = 10m\n"))
     ann = users.user("ann")
     shared = workdir / "shared"
-    deaf = gu.script(workdir, "deaf.sh", "trap '' TERM USR1\nwhile :; do sleep 0.1; done\n")
+    deaf = gu.trapping_script(workdir, "deaf.sh", "trap '' TERM USR1",
+                              shared / "ready-$GPUQ_JOB_ID")
     r = gpuq(d, "submit", "--grace", "1h", "--", deaf, user=ann, cwd=shared, check=False)
     assert r.returncode != 0 and "max_grace" in r.stderr, r.stderr
     a = submit(d, "--grace", "9m", "--", deaf, user=ann, cwd=shared)
     b = submit(d, "--grace", "9m", "--", deaf, user=ann, cwd=shared)
     d.wait_state(a, "RUNNING")
     d.wait_state(b, "RUNNING")
+    for job in (a, b):
+        gu.wait_for((shared / f"ready-{job}").exists, 20, f"job {job}'s trap")
     gpuq(d, "cancel", a, user=ann)
     assert d.job(a)["state"] == "STOPPING"
     gpuq(d, "cancel", a)  # again: now
