@@ -159,10 +159,11 @@ def test_drain_stops_everything_and_admits_nothing_until_resume(gpuqd, workdir, 
     ann = users.user("ann")
     shared = workdir / "shared"
     ck = shared / "ck"
-    job = gu.script(workdir, "job.sh", f"trap 'echo saved >> {ck}; exit 0' TERM\n"
-                                       "while :; do sleep 0.1; done\n")
+    ready = shared / "ready"
+    job = gu.trapping_script(workdir, "job.sh", f"trap 'echo saved >> {ck}; exit 0' TERM", ready)
     a = submit(d, "--gpus", "2", "--", job, user=ann, cwd=shared)
     d.wait_state(a, "RUNNING")
+    gu.wait_for(ready.exists, 20, "the job's trap")
     r = gpuq(d, "drain", "--wait", "20")
     assert "1" in r.stdout
     assert ck.read_text() == "saved\n"
