@@ -281,18 +281,26 @@ static bool field_value(const nvmlFieldValue_t *f, double *ret)
     }
 }
 
+/* Reads n field values as one probe; true when the call and every field succeeded. The call
+ * succeeds even when a field cannot be read: the fields' own answers are the outcome, so a GPU
+ * that answers nothing else does not count as answering. */
+static bool read_fields(struct reader *rd, enum probe p, nvmlDevice_t h, int n, nvmlFieldValue_t *f)
+{
+    if (!want(rd, p))
+        return false;
+    nvmlReturn_t r = rd->api->nvmlDeviceGetFieldValues ? rd->api->nvmlDeviceGetFieldValues(h, n, f)
+                                                       : NVML_ERROR_FUNCTION_NOT_FOUND;
+    for (int i = 0; r == NVML_SUCCESS && i < n; i++)
+        r = f[i].nvmlReturn;
+    return check(rd, p, r);
+}
+
 /* Memory temperature has no getter of its own; it is a field value. */
 static void read_memory_temp(struct reader *rd, nvmlDevice_t h, struct gpu_values *v)
 {
     nvmlFieldValue_t f = {.fieldId = NVML_FI_DEV_MEMORY_TEMP};
     double t;
-    if (!want(rd, P_MEM_TEMP))
-        return;
-    nvmlReturn_t r = rd->api->nvmlDeviceGetFieldValues ? rd->api->nvmlDeviceGetFieldValues(h, 1, &f)
-                                                       : NVML_ERROR_FUNCTION_NOT_FOUND;
-    /* The call succeeds even when the field cannot be read: the field's own answer is the
-     * outcome, so a GPU that answers nothing else does not count as answering. */
-    if (check(rd, P_MEM_TEMP, r == NVML_SUCCESS ? f.nvmlReturn : r) && field_value(&f, &t))
+    if (read_fields(rd, P_MEM_TEMP, h, 1, &f) && field_value(&f, &t))
         gpu_values_set(v, GF_MEMORY_TEMP, t);
 }
 
@@ -360,13 +368,7 @@ static void read_nvlink(struct reader *rd, nvmlDevice_t h, struct gpu_values *v,
         {.fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, .scopeId = UINT32_MAX},
     };
     double tx, rx;
-    if (!want(rd, P_NVLINK))
-        return;
-    nvmlReturn_t r = rd->api->nvmlDeviceGetFieldValues ? rd->api->nvmlDeviceGetFieldValues(h, 2, f)
-                                                       : NVML_ERROR_FUNCTION_NOT_FOUND;
-    if (r == NVML_SUCCESS)
-        r = f[0].nvmlReturn != NVML_SUCCESS ? f[0].nvmlReturn : f[1].nvmlReturn;
-    if (!check(rd, P_NVLINK, r) || !field_value(&f[0], &tx) || !field_value(&f[1], &rx))
+    if (!read_fields(rd, P_NVLINK, h, 2, f) || !field_value(&f[0], &tx) || !field_value(&f[1], &rx))
         return;
     struct gpu_state *st = rd->st;
     double kib = tx + rx, dt = now - st->nvlink_at;
