@@ -7,7 +7,6 @@
 #include <stdlib.h>
 
 #include "lib/log.h"
-#include "lib/nvml-errors.h"
 #include "lib/nvml.h"
 
 #define MIB 1048576.0
@@ -60,15 +59,9 @@ struct gpm {
     nvmlGpmMetricsGet_t req;
 };
 
-static const char *error_text(const struct nvml_api *api, nvmlReturn_t r)
-{
-    const char *s = api->nvmlErrorString(r);
-    return s ? s : nvml_api_error_text(r);
-}
-
 static int fail(const struct gpm *g, struct errmsg *e, const char *call, nvmlReturn_t r)
 {
-    return errmsg_set(e, nvml_errno(r), "%s: %s", call, error_text(g->api, r));
+    return errmsg_set(e, nvml_errno(r), "%s: %s", call, nvml_api_error_string(g->api, r));
 }
 
 /* Whether the driver has what reading dev (or an instance of it) needs. */
@@ -129,7 +122,7 @@ void gpm_free(struct gpm *g)
         if (g->sample[i]) {
             nvmlReturn_t r = g->api->nvmlGpmSampleFree(g->sample[i]);
             if (r != NVML_SUCCESS)
-                log_debug("nvmlGpmSampleFree: %s", error_text(g->api, r));
+                log_debug("nvmlGpmSampleFree: %s", nvml_api_error_string(g->api, r));
         }
     free(g);
 }
@@ -144,7 +137,7 @@ static int take_sample(struct gpm *g, nvmlGpmSample_t s, struct errmsg *e)
     r = g->api->nvmlGpmMigSampleGet(g->dev, g->gi_id, s);
     if (r != NVML_SUCCESS)
         return errmsg_set(e, nvml_errno(r), "nvmlGpmMigSampleGet (GPU instance %u): %s", g->gi_id,
-                          error_text(g->api, r));
+                          nvml_api_error_string(g->api, r));
     return 0;
 }
 

@@ -103,14 +103,19 @@ const struct nvml_api *nvml_api(const struct nvml *n)
     return &n->api;
 }
 
-const char *nvml_error_string(const struct nvml *n, nvmlReturn_t r)
+const char *nvml_api_error_string(const struct nvml_api *api, nvmlReturn_t r)
 {
-    if (n && n->api.nvmlErrorString) {
-        const char *s = n->api.nvmlErrorString(r);
+    if (api && api->nvmlErrorString) {
+        const char *s = api->nvmlErrorString(r);
         if (s)
             return s;
     }
     return nvml_api_error_text(r);
+}
+
+const char *nvml_error_string(const struct nvml *n, nvmlReturn_t r)
+{
+    return nvml_api_error_string(n ? &n->api : NULL, r);
 }
 
 int nvml_errno(nvmlReturn_t r)

@@ -38,6 +38,9 @@ const struct nvml_api *nvml_api(const struct nvml *n);
 /* NVML's text for a return code ("GPU is lost"); never NULL, also for unknown codes. */
 const char *nvml_error_string(const struct nvml *n, nvmlReturn_t r);
 
+/* The same, for code that holds only the function table (api may be NULL). */
+const char *nvml_api_error_string(const struct nvml_api *api, nvmlReturn_t r);
+
 /* Maps an NVML return code to a negative errno: SUCCESS 0, NOT_SUPPORTED and
  * FUNCTION_NOT_FOUND -EOPNOTSUPP, GPU_IS_LOST, GPU_NOT_FOUND and
  * RESET_REQUIRED -ENODEV (the GPU is gone until a reset), NO_PERMISSION -EACCES,
