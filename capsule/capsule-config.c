@@ -185,6 +185,8 @@ static int apply_file(const char *path, struct capsule_config *c, int slot, stru
         (r = take_path(f, "docker_config", &c->docker_config, e)) < 0 ||
         (r = take_path(f, "ca_file", &c->ca_file, e)) < 0 ||
         (r = take_path(f, "driver_root", &c->driver_root, e)) < 0 ||
+        (r = take_path(f, "node_cache", &c->node_cache, e)) < 0 ||
+        (r = take_path(f, "fuse_overlayfs", &c->fuse_overlayfs, e)) < 0 ||
         (r = take_list(f, "insecure_registries", &c->insecure_registries)) < 0 ||
         (r = take_list(f, "registry_mirrors", &c->registry_mirrors)) < 0 ||
         (r = check_mirrors(f, c->registry_mirrors, e)) < 0 ||
@@ -240,6 +242,8 @@ void capsule_config_done(struct capsule_config *c)
     free(c->data_dir);
     strv_free(c->insecure_registries);
     strv_free(c->registry_mirrors);
+    free(c->node_cache);
+    free(c->fuse_overlayfs);
     free(c->credentials);
     free(c->docker_config);
     free(c->ca_file);

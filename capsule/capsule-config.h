@@ -21,6 +21,11 @@
  *                               (512M, 64G: powers of 1024); 0 = no limit; default 64G
  *   max_unpacked_size = SIZE    the most one layer's files may hold once unpacked; 0 = no
  *                               limit; default 256G
+ *   node_cache = SOCKET         the node cache's service (capsule-cached): pulls from
+ *                               registries go through it, layers are shared by the node's users;
+ *                               default none (every user's own cache)
+ *   fuse_overlayfs = PATH       the program that mounts node cache images; default
+ *                               fuse-overlayfs from PATH
  *
  * "~/" and "$HOME/" at the start of a path are expanded. Unknown keys are errors. */
 #pragma once
@@ -47,6 +52,8 @@ struct capsule_config {
     bool remap_root;
     uint64_t max_layer_size;    /* bytes; 0 = no limit */
     uint64_t max_unpacked_size; /* bytes; 0 = no limit */
+    char *node_cache;           /* capsule-cached's socket, NULL: none */
+    char *fuse_overlayfs;       /* NULL: fuse-overlayfs from PATH */
     char *loaded_from[2];       /* the files that were read, NULL if not */
     char *user_config_dir;      /* the folder of the user's file, read or not */
 };

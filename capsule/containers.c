@@ -30,6 +30,7 @@ void container_done(struct container *c)
     free(c->image);
     free(c->config_digest);
     strv_free(c->layers);
+    strv_free(c->layer_paths);
     free(c->entrypoint);
     strv_free(c->args);
     strv_free(c->user_env);
@@ -92,15 +93,21 @@ static int strv_from_json(json_t *a, char ***ret)
 
 static json_t *state_to_json(const struct container *c)
 {
-    return json_pack("{s:s, s:s, s:s, s:o, s:s*, s:o, s:o, s:s*, s:o, s:s*, s:s*, s:b, s:b, s:b, "
-                     "s:b, s:b, s:I}",
-                     "name", c->name, "image", c->image, "config_digest", c->config_digest,
-                     "layers", strv_to_json(c->layers), "entrypoint", c->entrypoint, "args",
-                     strv_to_json(c->args), "env", strv_to_json(c->user_env), "workdir", c->workdir,
-                     "mounts", strv_to_json(c->mounts), "gpus", c->gpus, "driver_root",
-                     c->driver_root, "writable", c->writable, "remap_root", c->remap_root, "pid_ns",
-                     c->pid_ns, "no_home", c->no_home, "ephemeral", c->ephemeral, "created_at",
-                     (json_int_t)c->created_at);
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:o, s:s*, s:o, s:o, s:s*, s:o, s:s*, s:s*, s:b, s:b, s:b, "
+        "s:b, s:b, s:I}",
+        "name", c->name, "image", c->image, "config_digest", c->config_digest, "layers",
+        strv_to_json(c->layers), "entrypoint", c->entrypoint, "args", strv_to_json(c->args), "env",
+        strv_to_json(c->user_env), "workdir", c->workdir, "mounts", strv_to_json(c->mounts), "gpus",
+        c->gpus, "driver_root", c->driver_root, "writable", c->writable, "remap_root",
+        c->remap_root, "pid_ns", c->pid_ns, "no_home", c->no_home, "ephemeral", c->ephemeral,
+        "created_at", (json_int_t)c->created_at);
+    if (j && c->layer_paths &&
+        json_object_set_new(j, "layer_paths", strv_to_json(c->layer_paths)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
 }
 
 static int dup_opt(const char *s, char **ret)
@@ -133,6 +140,10 @@ static int state_from_json(json_t *j, struct container *c)
         (r = strv_from_json(layers, &c->layers)) < 0 || (r = strv_from_json(args, &c->args)) < 0 ||
         (r = strv_from_json(env, &c->user_env)) < 0 || (r = strv_from_json(mounts, &c->mounts)) < 0)
         return r;
+    json_t *paths = json_object_get(j, "layer_paths");
+    if (paths && ((r = strv_from_json(paths, &c->layer_paths)) < 0 ||
+                  strv_length(c->layer_paths) != strv_length(c->layers)))
+        return r < 0 ? r : -EBADMSG;
     c->writable = writable;
     c->remap_root = remap_root;
     c->pid_ns = pid_ns;

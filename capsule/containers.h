@@ -24,6 +24,7 @@ struct container {
     char *image;         /* canonical image name */
     char *config_digest; /* the image ID at create time */
     char **layers;       /* layer digests, bottom first */
+    char **layer_paths;  /* a node cache image's layer directories there; NULL: in the store */
     char *entrypoint;    /* --entrypoint; NULL: the image's */
     char **args;         /* the command after the image name; empty: the image's Cmd */
     char **user_env;     /* --env values */

@@ -24,8 +24,9 @@
 /* What one launch holds until the container exits. */
 struct launch_state {
     char **layer_dirs;
-    int *lock_fds;
+    int *lock_fds; /* NULL for a node cache image */
     size_t n_layers;
+    bool node; /* the layers are the node cache's: fuse-overlayfs mounts them */
     struct image_config img;
     struct gpu_inject gpu;
     struct spec_result spec;
@@ -37,7 +38,7 @@ struct launch_state {
 
 static void launch_state_done(struct launch_state *s)
 {
-    for (size_t i = 0; i < s->n_layers; i++)
+    for (size_t i = 0; s->lock_fds && i < s->n_layers; i++)
         closep(&s->lock_fds[i]);
     free(s->lock_fds);
     strv_free(s->layer_dirs);
@@ -90,11 +91,37 @@ static int protect_capsule_state(struct store *st, const struct launch_request *
     return 0;
 }
 
+/* A node cache image's layers: the service's directories as its pull answered them. They are
+ * not this user's store's to lock; one that is gone was collected (capsule gc --node). */
+static int node_layers(const struct container *c, struct launch_state *s, struct errmsg *e)
+{
+    size_t n = strv_length(c->layers);
+    s->lock_fds = malloc((n ? n : 1) * sizeof(int));
+    if (!s->lock_fds || !(s->layer_dirs = strv_copy(c->layer_paths)))
+        return errmsg_set(e, -ENOMEM, "out of memory");
+    s->node = true;
+    for (size_t i = 0; i < n; i++) {
+        /* Held until the container has ended: the node's gc skips it meanwhile. */
+        int r = store_node_layer_hold(c->layer_paths[i], &s->lock_fds[i]);
+        if (r == -ENOENT)
+            return errmsg_set(e, r,
+                              "layer %s of image '%s' is no longer in the node cache; pull the "
+                              "image again",
+                              c->layers[i], c->image);
+        if (r < 0)
+            return errmsg_set(e, r, "node cache layer %s: %s", c->layer_paths[i], strerror(-r));
+        s->n_layers = i + 1;
+    }
+    return 0;
+}
+
 /* Locks each layer shared and collects its directory. A layer missing from the cache (removed
  * by hand, or a damaged cache) is named, with the way out. */
 static int hold_layers(struct store *st, const struct container *c, struct launch_state *s,
                        struct errmsg *e)
 {
+    if (c->layer_paths)
+        return node_layers(c, s, e);
     size_t n = strv_length(c->layers);
     s->lock_fds = malloc((n ? n : 1) * sizeof(int));
     s->layer_dirs = strv_new();
@@ -362,9 +389,30 @@ static int on_held(pid_t pid, void *userdata)
     return h->req->on_held(pid, sp->argv, sp->env, sp->cwd, h->req->userdata);
 }
 
+/* The program that mounts node cache images: capsule.conf's fuse_overlayfs, else the first
+ * fuse-overlayfs on PATH. NULL when there is none (the runtime then says what to install). */
+static const char *fuse_program(const struct capsule_config *config, char *buf, size_t size)
+{
+    if (config->fuse_overlayfs)
+        return config->fuse_overlayfs;
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, ":");
+        if (n > 0 && p[0] == '/' &&
+            snprintf(buf, size, "%.*s/fuse-overlayfs", (int)n, p) < (int)size &&
+            access(buf, X_OK) == 0)
+            return buf;
+        p += n + (p[n] == ':');
+    }
+    return "fuse-overlayfs";
+}
+
 static int run(struct store *st, struct launch_state *s, const struct launch_request *req,
                int *ret_exit, struct errmsg *e)
 {
+    char fuse[PATH_MAX];
     const struct container *c = req->c;
     struct scratch scratch = {.st = st, .lock = -1};
     bool hold = req->hold_fd > 2;
@@ -408,6 +456,7 @@ static int run(struct store *st, struct launch_state *s, const struct launch_req
         .on_started = hold ? on_held : req->on_started,
         .userdata = hold ? (void *)&held : req->userdata,
         .cgroup_scope = scope[0] ? scope : NULL,
+        .fuse_overlayfs = s->node ? fuse_program(req->config, fuse, sizeof(fuse)) : NULL,
     };
     int r = runtime_run(&spec, ret_exit, e);
     if (scratch.dir)

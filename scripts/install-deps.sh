@@ -29,6 +29,10 @@ PACKAGES=(
     curl util-linux passwd procps
     # systemd-analyze verify checks the shipped units
     systemd
+    # capsule mounts the node cache's layers with fuse-overlayfs (it brings fuse3)
+    fuse-overlayfs
+    # the node cache's tests run a real Debian, made from Debian's mirror
+    debootstrap
 )
 
 # One dpkg-query for all: it is what makes the already-installed case fast.
@@ -40,10 +44,28 @@ missing=()
 for p in "${PACKAGES[@]}"; do
     [ -n "${have[$p]:-}" ] || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+# fuse-overlayfs opens /dev/fuse as the user who runs capsule. Debian's udev rule makes it 0666;
+# a machine without udev (a container, a CI image) keeps the kernel's 0600.
+fuse_dev_ok() { [ ! -e /dev/fuse ] || [ "$(stat -c %a /dev/fuse)" = 666 ]; }
+fix_fuse_dev() {
+    [ -e /dev/fuse ] || modprobe fuse 2>/dev/null || true
+    if ! fuse_dev_ok; then
+        chmod 0666 /dev/fuse
+        echo "install-deps: /dev/fuse made 0666, as Debian's udev rule sets it" >&2
+    fi
+}
+
+if [ ${#missing[@]} -eq 0 ] && fuse_dev_ok; then
+    exit 0
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
     exec sudo -E "$0" "$@"
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+    fix_fuse_dev
+    exit 0
 fi
 
 echo "install-deps: installing ${missing[*]}" >&2
@@ -68,4 +90,5 @@ if ! { apt-get -q update && apt-get "${apt_opts[@]}" install "${missing[@]}"; } 
     echo "install-deps: apt-get failed" >&2
     exit 1
 fi
+fix_fuse_dev
 echo "install-deps: done" >&2

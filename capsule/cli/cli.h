@@ -5,6 +5,7 @@
  * status (125 capsule failed, 126 command not executable, 127 command not found, as Docker). */
 #pragma once
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "capsule/capsule-config.h"
@@ -53,6 +54,13 @@ int cli_print_version(const char *program);
  * container's, `hold --run-entrypoint` reports its command's); NULL when it cannot be read. */
 char **cli_read_environ(pid_t pid);
 
+/* "just now", "5 minutes ago", "3 days ago" for a Unix time, as Docker words ages. */
+void cli_format_age(int64_t then, char *buf, size_t size);
+
+/* Runs this command line in capsule-pull instead (replacing this process): for what needs
+ * libcurl, such as asking the node cache's service. Returns only on failure (printed), 1. */
+int cli_exec_helper(struct cli_ctx *ctx);
+
 /* Prints "capsule: <text>" to stderr and returns 1; for `return cli_fail(e.text)`. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints a usage error and the command's usage line; returns 2. */
@@ -72,6 +80,9 @@ int cmd_load(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_images(int argc, char **argv, struct cli_ctx *ctx); /* cmd-images.c: images, rmi, gc */
 int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_gc(int argc, char **argv, struct cli_ctx *ctx);
+/* cmd-node.c, in capsule-pull: `images --node` and `gc --node`, answered by capsule-cached. */
+int cmd_node_images(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_node_gc(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx); /* cmd-run.c: run, create */
 int cmd_create(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_hold(int argc, char **argv, struct cli_ctx *ctx); /* cmd-hold.c */

@@ -272,15 +272,20 @@ static void drop_image(struct container *c)
     free(c->image);
     free(c->config_digest);
     strv_free(c->layers);
+    strv_free(c->layer_paths);
     c->image = c->config_digest = NULL;
-    c->layers = NULL;
+    c->layers = c->layer_paths = NULL;
 }
 
 /* An existing container for this hold: its image, with this hold's flags. */
 static int take_record(struct container *c, const struct container *rec)
 {
     struct image_record img = {
-        .name = rec->image, .config_digest = rec->config_digest, .layers = rec->layers};
+        .name = rec->image,
+        .config_digest = rec->config_digest,
+        .layers = rec->layers,
+        .layer_paths = rec->layer_paths,
+    };
     return run_take_image(c, &img);
 }
 

@@ -10,6 +10,7 @@
 #include "capsule/cli/cli.h"
 #include "capsule/containers.h"
 #include "capsule/image/digest.h"
+#include "lib/strv-json.h"
 #include "lib/units.h"
 #include "capsule/image/ref.h"
 #include "capsule/store/store.h"
@@ -22,8 +23,7 @@ static void records_free(struct image_record *recs, size_t n)
     free(recs);
 }
 
-/* "just now", "5 minutes ago", "3 days ago", as Docker words ages. */
-static void format_age(int64_t then, char *buf, size_t size)
+void cli_format_age(int64_t then, char *buf, size_t size)
 {
     int64_t d = (int64_t)time(NULL) - then;
     static const struct {
@@ -51,11 +51,14 @@ static int print_json(const struct image_record *recs, size_t n)
         json_t *layers = json_array();
         for (size_t j = 0; layers && j < r->n_layers; j++)
             json_array_append_new(layers, json_string(r->layers[j]));
-        json_array_append_new(arr,
-                              json_pack("{s:s, s:s, s:s, s:o, s:I, s:I}", "name", r->name, "id",
-                                        r->config_digest, "digest", r->manifest_digest, "layers",
-                                        layers ? layers : json_null(), "size", (json_int_t)r->size,
-                                        "pulled_at", (json_int_t)r->pulled_at));
+        json_t *j =
+            json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:b}", "name", r->name, "id",
+                      r->config_digest, "digest", r->manifest_digest, "layers",
+                      layers ? layers : json_null(), "size", (json_int_t)r->size, "pulled_at",
+                      (json_int_t)r->pulled_at, "node_cache", r->layer_paths != NULL);
+        if (j && r->layer_paths)
+            json_object_set_new(j, "layer_paths", strv_to_json(r->layer_paths));
+        json_array_append_new(arr, j);
     }
     char *text = arr ? json_dumps(arr, JSON_INDENT(2)) : NULL;
     json_decref(arr);
@@ -79,7 +82,7 @@ static void print_table(const struct image_record *recs, size_t n, bool digests)
     for (size_t i = 0; i < n; i++) {
         const struct image_record *r = &recs[i];
         char size[16], age[48];
-        format_age(r->pulled_at, age, sizeof(age));
+        cli_format_age(r->pulled_at, age, sizeof(age));
         printf("%-*s  ", w, r->name);
         if (digests)
             printf("%-71s  ", r->manifest_digest);
@@ -93,6 +96,7 @@ int cmd_images(int argc, char **argv, struct cli_ctx *ctx)
     static const struct option opts[] = {
         {"digests", no_argument, NULL, 'd'},
         {"format", required_argument, NULL, 'f'},
+        {"node", no_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
@@ -101,6 +105,8 @@ int cmd_images(int argc, char **argv, struct cli_ctx *ctx)
     int c;
     while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
         switch (c) {
+        case 'n':
+            return cli_exec_helper(ctx); /* the service is asked over HTTP: libcurl's */
         case 'd':
             digests = true;
             break;
@@ -114,8 +120,10 @@ int cmd_images(int argc, char **argv, struct cli_ctx *ctx)
             printf("usage: capsule %s\n\nLists the cached images: NAME, ID (the config "
                    "digest), LAYERS, SIZE (compressed), PULLED.\n\n"
                    "      --digests      show the manifest digest too\n"
+                   "      --node         the node cache's images instead (NAME, LAYERS, SIZE, "
+                   "USERS, LAST USED)\n"
                    "      --format json  one JSON array of {name, id, digest, layers, size, "
-                   "pulled_at}\n",
+                   "pulled_at, node_cache[, layer_paths]}\n",
                    cmd->usage);
             return 0;
         default:
@@ -241,15 +249,19 @@ int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx)
 
 int cmd_gc(int argc, char **argv, struct cli_ctx *ctx)
 {
-    static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {0}};
+    static const struct option opts[] = {
+        {"node", no_argument, NULL, 'n'}, {"help", no_argument, NULL, 'h'}, {0}};
     const struct cli_command *cmd = cli_command_find("gc");
     int c;
     while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        if (c == 'n')
+            return cli_exec_helper(ctx);
         if (c != 'h')
             return cli_usage(cmd, "unknown option");
         printf("usage: capsule %s\n\nRemoves layers and blobs that no cached image and no "
                "container uses, and what killed pulls and runs left behind (partial downloads, "
-               "unfinished unpacks, copies of images).\n",
+               "unfinished unpacks, copies of images).\n\n"
+               "      --node  the node cache's instead (root and its admin_group)\n",
                cmd->usage);
         return 0;
     }

@@ -10,6 +10,7 @@
 #include "capsule/image/digest.h"
 #include "capsule/cli/progress.h"
 #include "lib/units.h"
+#include "capsule/node/node-client.h"
 #include "capsule/registry/pull.h"
 #include "capsule/image/ref.h"
 #include "capsule/store/store.h"
@@ -96,6 +97,12 @@ int cmd_pull(int argc, char **argv, struct cli_ctx *ctx)
     o.parallel = ctx->config.parallel_downloads;
     o.max_layer_size = ctx->config.max_layer_size;
     o.max_unpacked_size = ctx->config.max_unpacked_size;
+    if (ctx->config.node_cache) {
+        /* The service pulls from the registry itself, with the credentials this pull settled. */
+        o.layer_source = node_layer_source;
+        o.layer_source_userdata = ctx->config.node_cache;
+        o.mirrors = NULL;
+    }
 
     struct errmsg e = {{0}};
     struct image_ref ref = {0};
@@ -109,6 +116,8 @@ int cmd_pull(int argc, char **argv, struct cli_ctx *ctx)
     struct image_record rec = {0};
     int r = pull_image(s, &ref, &o, &rec, &e);
     image_ref_done(&ref);
+    if ((r == -ENOSPC || r == -EDQUOT) && ctx->config.node_cache)
+        return cli_fail("%s; the node's administrator makes room (capsule gc --node)", e.text);
     /* What was downloaded so far stays for the next attempt; what to do is make room. */
     if (r == -ENOSPC || r == -EDQUOT)
         return cli_fail("%s; make room in the cache %s (capsule rmi and capsule gc remove unused "

@@ -238,7 +238,10 @@ int run_take_image(struct container *c, const struct image_record *img)
     c->image = strdup(img->name);
     c->config_digest = strdup(img->config_digest);
     c->layers = strv_copy(img->layers);
-    return c->image && c->config_digest && c->layers ? 0 : -ENOMEM;
+    c->layer_paths = img->layer_paths ? strv_copy(img->layer_paths) : NULL;
+    return c->image && c->config_digest && c->layers && (c->layer_paths || !img->layer_paths)
+               ? 0
+               : -ENOMEM;
 }
 
 struct run_ctx {

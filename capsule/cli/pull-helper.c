@@ -68,6 +68,11 @@ static int helper_path(char *buf, size_t size)
 
 int cmd_pull_exec(int argc, char **argv, struct cli_ctx *ctx)
 {
+    return cli_exec_helper(ctx);
+}
+
+int cli_exec_helper(struct cli_ctx *ctx)
+{
     char path[PATH_MAX];
     if (helper_path(path, sizeof(path)) != 0)
         return 1;

@@ -179,25 +179,39 @@ static void tell_state(const struct pull_ctx *c, size_t i, enum pull_layer_state
         c->ev->layer_state(c->ev->userdata, i, state);
 }
 
+/* 1 when layer i is in the store and may be used (told as EXISTS), 0 when it must be fetched.
+ * With check_cached, the registry must vouch that these credentials may have it first: the
+ * bytes were fetched for someone else. */
+static int layer_present(struct pull_ctx *c, size_t i, struct errmsg *e)
+{
+    const struct descriptor *d = &c->m->layers[i];
+    if (!store_has_layer(c->s, d->digest))
+        return 0;
+    if (c->o->check_cached) {
+        int r = registry_check_blob(c->reg, d->digest, e);
+        if (r < 0)
+            return r;
+    }
+    tell_state(c, i, PULL_LAYER_EXISTS);
+    return 1;
+}
+
 static int layer_pull(struct pull_ctx *c, size_t i, struct errmsg *e)
 {
     const struct descriptor *d = &c->m->layers[i];
     _cleanup_close_ int lock_fd = -1;
     /* A layer that is there stays there (gc is blocked while we pull): no lock, which a
      * running container of another image holds shared for as long as it runs. */
-    if (store_has_layer(c->s, d->digest)) {
-        tell_state(c, i, PULL_LAYER_EXISTS);
-        return 0;
-    }
+    int r = layer_present(c, i, e);
+    if (r != 0)
+        return r < 0 ? r : 0;
     /* Another process pulling the same layer holds this lock; once it is ours, the layer is
      * either there or ours to make. */
-    int r = store_layer_lock(c->s, d->digest, true, true, &lock_fd, e);
+    r = store_layer_lock(c->s, d->digest, true, true, &lock_fd, e);
     if (r < 0)
         return r;
-    if (store_has_layer(c->s, d->digest)) {
-        tell_state(c, i, PULL_LAYER_EXISTS);
-        return 0;
-    }
+    if ((r = layer_present(c, i, e)) != 0)
+        return r < 0 ? r : 0;
     tell_state(c, i, PULL_LAYER_DOWNLOADING);
     struct store_download dl = {.fd = -1, .lock_fd = -1};
     r = store_download_begin(c->s, d->digest, &dl, e);
@@ -391,12 +405,14 @@ int pull_image(struct store *s, const struct image_ref *ref, const struct pull_o
         r = store_blob_write(s, raw.digest, raw.data, raw.len, e);
     if (r >= 0)
         r = fetch_config(s, reg, name, &m, o, e);
-    if (r >= 0)
-        r = check_layer_sizes(s, &m, o, e);
-    if (r >= 0)
+    char **paths = NULL;
+    if (r >= 0 && o->layer_source)
+        r = o->layer_source(o->layer_source_userdata, reg, name, raw.digest, &m, &paths, e);
+    else if (r >= 0 && (r = check_layer_sizes(s, &m, o, e)) >= 0)
         r = pull_layers(s, reg, &m, o, e);
     if (r >= 0 && image_record_fill(name, raw.digest, &m, &rec) < 0)
         r = errmsg_set(e, -ENOMEM, "out of memory");
+    rec.layer_paths = paths;
     /* Last: only a pull whose every layer is in place leaves a record behind. */
     if (r >= 0)
         r = store_image_save(s, &rec, e);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "lib/errmsg.h"
+#include "capsule/image/manifest.h"
 #include "capsule/image/ref.h"
 #include "capsule/registry/registry.h"
 #include "capsule/store/store.h"
@@ -53,6 +54,18 @@ struct pull_opts {
     /* What one layer's files may hold once unpacked (bytes; 0 = no limit); an unpack also stops
      * short of the cache's last CAPSULE_UNPACK_RESERVE of free space. */
     uint64_t max_unpacked_size;
+    /* Layers already in the store count only once the registry says these credentials may have
+     * them (registry_check_blob): for the node cache's service, whose store holds what others
+     * pulled. */
+    bool check_cached;
+    /* Where the layers come from instead of this store: the node cache (capsule/node). Called
+     * once manifest and config are in the store, with the registry client holding the
+     * requester's credentials; answers each layer's directory (manifest order, NULL-terminated,
+     * malloc'd), which the image record then keeps. NULL: layers are pulled into the store. */
+    int (*layer_source)(void *userdata, struct registry *reg, const char *image_name,
+                        const char *manifest_digest, const struct manifest *m, char ***ret_paths,
+                        struct errmsg *e);
+    void *layer_source_userdata;
 };
 
 /* Pulls ref into s. Layers already in the store are neither fetched nor unpacked again. Before

@@ -27,6 +27,7 @@ void registry_auth_done(struct registry *r)
 {
     creds_done(&r->creds);
     wipe_free(r->basic_header);
+    wipe_free(r->fixed_header);
     free(r->scope);
     for (size_t i = 0; i < r->n_tokens; i++) {
         free(r->tokens[i].scope);
@@ -47,7 +48,9 @@ int registry_auth_header(struct registry *r, char **ret, unsigned *ret_auth_gen)
 {
     const char *h = NULL;
     pthread_mutex_lock(&r->lock);
-    if (r->basic_header)
+    if (r->fixed_header)
+        h = r->fixed_header;
+    else if (r->basic_header)
         h = r->basic_header;
     else if (r->scope) {
         const struct reg_token *t = token_find(r, r->scope);
@@ -58,6 +61,12 @@ int registry_auth_header(struct registry *r, char **ret, unsigned *ret_auth_gen)
     *ret_auth_gen = r->auth_gen;
     pthread_mutex_unlock(&r->lock);
     return h && !*ret ? -ENOMEM : 0;
+}
+
+int registry_authorization(struct registry *r, char **ret)
+{
+    unsigned gen;
+    return registry_auth_header(r, ret, &gen);
 }
 
 /* "FILE, FILE" for messages: where credentials were looked for. */
@@ -367,6 +376,13 @@ int registry_authorize(struct registry *r, const char *what, const struct http_r
     free(header);
     if (k < 0)
         return errmsg_prefix(e, -EACCES, "%s: access denied (HTTP 401)", what);
+    if (r->fixed_header) {
+        /* Handed over by a requester: answering the challenge with anything else would lend the
+         * requester credentials that are not theirs. */
+        auth_challenges_done(&ch);
+        return errmsg_set(e, -EACCES,
+                          "%s: access denied (HTTP 401) with the requester's credentials", what);
+    }
     const struct auth_challenge *bearer = auth_challenges_find(&ch, "bearer");
     const struct auth_challenge *basic = auth_challenges_find(&ch, "basic");
     pthread_mutex_lock(&r->lock);

@@ -41,6 +41,7 @@ struct registry {
     bool creds_loaded, have_creds;
     struct creds creds;
     char *basic_header; /* set once the registry asked for Basic auth */
+    char *fixed_header; /* registry_opts.authorization: the only credentials sent */
     char *scope;        /* the scope of the last Bearer challenge */
     struct reg_token tokens[REG_TOKENS_MAX];
     size_t n_tokens;
@@ -49,8 +50,9 @@ struct registry {
 
 /* One request to the registry. */
 struct reg_request {
-    const char *what; /* "registry/repo:tag" or "...@digest", for messages */
-    const char *path; /* "/v2/..." */
+    const char *method; /* NULL: GET */
+    const char *what;   /* "registry/repo:tag" or "...@digest", for messages */
+    const char *path;   /* "/v2/..." */
     const char *accept;
     const char *range; /* a whole "Range: bytes=N-" header line, or NULL */
     long timeout_ms;

@@ -60,6 +60,7 @@ int registry_open(const struct image_ref *ref, const struct registry_opts *o, st
     q |= strdup_or_null(o->netrc_path, &r->netrc_path);
     q |= strdup_or_null(o->docker_config_path, &r->docker_config_path);
     q |= strdup_or_null(o->ca_file, &r->ca_file);
+    q |= strdup_or_null(o->authorization, &r->fixed_header);
     if (q < 0 || asprintf(&r->name, "%s/%s", ref->registry, ref->repository) < 0) {
         r->name = NULL;
         return errmsg_set(e, -ENOMEM, "out of memory");
@@ -271,6 +272,7 @@ int registry_attempt(struct registry *r, const struct reg_request *q, struct htt
         headers[n++] = auth;
     headers[n] = NULL;
     struct http_client_opts o = {
+        .method = q->method,
         .url = url,
         .headers = headers,
         .timeout_ms = q->timeout_ms,
@@ -480,6 +482,31 @@ int registry_get_blob_mem(struct registry *r, const char *digest, size_t max, ch
     *ret_len = resp.body_len;
     http_response_done(&resp);
     return 0;
+}
+
+int registry_check_blob(struct registry *r, const char *digest, struct errmsg *e)
+{
+    if (!digest_valid(digest))
+        return errmsg_set(e, -EINVAL, "'%s' is not a valid digest", digest);
+    _cleanup_free_ char *what = NULL, *path = NULL;
+    if (asprintf(&what, "%s@%s", r->name, digest) < 0 ||
+        asprintf(&path, "/v2/%s/blobs/%s", r->repository, digest) < 0)
+        return errmsg_set(e, -ENOMEM, "out of memory");
+    /* Redirects are not followed: the registry's own answer is the one that vouches. */
+    struct reg_request q = {
+        .method = "HEAD",
+        .what = what,
+        .path = path,
+        .timeout_ms = REG_SMALL_TIMEOUT_MS,
+    };
+    struct http_response resp = {0};
+    int k = registry_fetch(r, &q, &resp, e);
+    if (k < 0)
+        return k;
+    if (resp.status != 200 && resp.status != 307 && resp.status != 302)
+        k = registry_status_error(r, what, &resp, e);
+    http_response_done(&resp);
+    return k;
 }
 
 /* ---- streamed blobs ---- */

@@ -37,6 +37,11 @@ struct registry_opts {
      * host[:port]", used with the scheme given; credentials are those of the mirror's host.
      * NULL: the registry itself. */
     const char *mirror;
+    /* The node cache's service (capsule/cached): the requester's own "Authorization: ..." header
+     * line, sent with every request instead of credentials looked up here. A 401 is then a
+     * refusal of the requester's credentials, never a new challenge answered with others'.
+     * NULL: look credentials up as above. */
+    const char *authorization;
 };
 
 struct registry;
@@ -58,6 +63,15 @@ struct registry_manifest {
     char digest[DIGEST_STRING_MAX]; /* sha256 of data */
 };
 void registry_manifest_done(struct registry_manifest *m);
+
+/* The "Authorization: ..." header line r sends now (after a request settled it: a Bearer token for
+ * the repository's pull scope, or Basic credentials), malloc'd, for the node cache's service to
+ * pull with the requester's own access; NULL when the registry asked for none. 0 or -ENOMEM. */
+int registry_authorization(struct registry *r, char **ret);
+
+/* HEAD /v2/<repo>/blobs/<digest>: 0 when the registry holds the blob in this repository and lets
+ * r's credentials have it; -ENOENT, -EACCES and the other errors of registry_get_manifest. */
+int registry_check_blob(struct registry *r, const char *digest, struct errmsg *e);
 
 /* GET /v2/<repo>/manifests/<reference> (a tag or a digest) with Accept: MANIFEST_ACCEPT.
  * When reference is a digest the body must match it (-EBADMSG otherwise). Bodies over 4 MiB are

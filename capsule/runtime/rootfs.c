@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lib/macro.h"
+#include "capsule/runtime/fuse-root.h"
 #include "capsule/runtime/mounts.h"
 #include "lib/rm-tree.h"
 #include "capsule/runtime/rootfs.h"
@@ -27,9 +28,10 @@ struct overlay_args {
 };
 
 /* The tmpfs that holds the upper and work directories and the root mount point. Stacked on
- * "/": path lookups start at the process root, below it, so no host path that the sources name
- * is hidden, and pivot_root leaves it on the old root, which is detached with it. */
-static int base_tmpfs(int *ret_fd, struct errmsg *e)
+ * "/" (target): path lookups start at the process root, below it, so no host path that the
+ * sources name is hidden, and pivot_root leaves it on the old root, which is detached with it.
+ * fuse-overlayfs needs real paths: its own goes on a directory of the host made for it. */
+static int base_tmpfs(const char *target, int *ret_fd, struct errmsg *e)
 {
     _cleanup_close_ int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
     if (fs < 0)
@@ -39,7 +41,7 @@ static int base_tmpfs(int *ret_fd, struct errmsg *e)
         fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
         return errmsg_set(e, negative_errno(), "create the container's tmpfs: %m");
     _cleanup_close_ int mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-    if (mnt < 0 || move_mount(mnt, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+    if (mnt < 0 || move_mount(mnt, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
         return errmsg_set(e, negative_errno(), "mount the container's tmpfs: %m");
     static const char *const dirs[] = {"upper", "work", "root", "empty"};
     for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
@@ -180,26 +182,54 @@ static int bind_copy(const char *dir, int base_fd, struct errmsg *e)
     return 0;
 }
 
+/* fuse-overlayfs mounts the root from a copy of this mount namespace (fuse-root.h says why),
+ * on "root" of a tmpfs on fuse->dir that holds its upper and work directories: shared meanwhile,
+ * so that the mount reaches this namespace too. Here the root then moves onto the tmpfs stacked
+ * on "/", as the overlay's is, and the one on fuse->dir goes from this namespace (not from
+ * fuse-overlayfs' copy): a recursive bind of a host directory above it (the home directory)
+ * must not carry it into the container. */
+static int fuse_assemble(const struct rootfs_fuse *fuse, int *ret_base, struct errmsg *e)
+{
+    _cleanup_close_ int staging = -1;
+    int r = base_tmpfs(fuse->dir, &staging, e);
+    if (r < 0)
+        return r;
+    struct mounts_fd_buf p;
+    const char *path = mounts_fd_path(staging, &p);
+    if (mount(NULL, path, NULL, MS_SHARED, NULL) < 0)
+        return errmsg_set(e, negative_errno(), "share the container's tmpfs: %m");
+    if ((r = fuse_root_request(fuse->sock, e)) < 0)
+        return r;
+    if (mount(NULL, path, NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return errmsg_set(e, negative_errno(), "make the container's tmpfs private: %m");
+    if ((r = base_tmpfs("/", ret_base, e)) < 0)
+        return r;
+    if (move_mount(staging, "root", *ret_base, "root", 0) < 0 || umount2(fuse->dir, MNT_DETACH) < 0)
+        return errmsg_set(e, negative_errno(), "move the fuse-overlayfs root: %m");
+    return 0;
+}
+
 static bool overlay_refusal(int r)
 {
     return r == -EPERM || r == -EINVAL || r == -ENODEV || r == -EOPNOTSUPP || r == -ENOSYS ||
            r == -E2BIG || r == -EACCES;
 }
 
-int rootfs_assemble(const struct run_spec *spec, const char *copy_dir, int *ret_root_fd,
-                    bool *ret_overlay_refused, struct errmsg *e)
+int rootfs_assemble(const struct run_spec *spec, const char *copy_dir,
+                    const struct rootfs_fuse *fuse, int *ret_root_fd, bool *ret_overlay_refused,
+                    struct errmsg *e)
 {
     *ret_overlay_refused = false;
     /* Nothing we mount may propagate back to the host, and pivot_root needs it too. */
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return errmsg_set(e, negative_errno(), "make the mount namespace private: %m");
     _cleanup_close_ int base = -1;
-    int r = base_tmpfs(&base, e);
+    int r = fuse ? fuse_assemble(fuse, &base, e) : base_tmpfs("/", &base, e);
     if (r < 0)
         return r;
     if (copy_dir)
         r = bind_copy(copy_dir, base, e);
-    else {
+    else if (!fuse) {
         char upper[64], work[64], empty[64];
         snprintf(upper, sizeof(upper), "/proc/self/fd/%d/upper", base);
         snprintf(work, sizeof(work), "/proc/self/fd/%d/work", base);

@@ -1,7 +1,7 @@
 /* The container's root filesystem: a private tmpfs stacked on the mount namespace's "/" (it
  * holds the overlay's upper and work directories and the root mount point, and shadows nothing
  * that path lookups from the process root see), the overlay of the layers on it (or a bind of
- * a merged copy), then pivot_root. Internal to the runtime. */
+ * a merged copy, or fuse-overlayfs' mount), then pivot_root. Internal to the runtime. */
 #pragma once
 
 #include <stdbool.h>
@@ -13,12 +13,21 @@
  * "lowerdir+". */
 extern bool rootfs_force_legacy_overlay;
 
+/* A root that fuse-overlayfs mounts (fuse-root.h): its tmpfs goes on dir, and the parent is
+ * asked through sock to mount the root on that tmpfs' "root" directory. */
+struct rootfs_fuse {
+    const char *dir;
+    int sock;
+};
+
 /* In the child, inside the new user and mount namespaces: makes "/" private, mounts the
- * private tmpfs and the root (the overlay, or copy_dir bound when copy_dir is not NULL).
- * Returns 0 and an O_PATH fd of the root in *ret_root_fd, or -errno with a message;
- * *ret_overlay_refused tells that the kernel refused the overlay itself. */
-int rootfs_assemble(const struct run_spec *spec, const char *copy_dir, int *ret_root_fd,
-                    bool *ret_overlay_refused, struct errmsg *e);
+ * private tmpfs and the root (the overlay; copy_dir bound when copy_dir is not NULL; the
+ * parent's fuse-overlayfs when fuse is not NULL). Returns 0 and an O_PATH fd of the root in
+ * *ret_root_fd, or -errno with a message; *ret_overlay_refused tells that the kernel refused the
+ * overlay itself. */
+int rootfs_assemble(const struct run_spec *spec, const char *copy_dir,
+                    const struct rootfs_fuse *fuse, int *ret_root_fd, bool *ret_overlay_refused,
+                    struct errmsg *e);
 
 /* pivot_root into root_fd and detach everything else (the host's mounts, the private tmpfs). */
 int rootfs_pivot(int root_fd, struct errmsg *e);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "lib/cgroup.h"
+#include "capsule/runtime/fuse-root.h"
 #include "capsule/runtime/init.h"
 #include "lib/log.h"
 #include "lib/macro.h"
@@ -40,8 +41,9 @@
 struct run_ctx {
     const struct run_spec *spec;
     struct mounts_plan plan;
-    char *copy_dir; /* the copy fallback's merged tree, removed after the run */
-    char **env;     /* spec->env (borrowed strings) plus HOME when it has none */
+    char *copy_dir;        /* the copy fallback's merged tree, removed after the run */
+    struct fuse_root fuse; /* spec->fuse_overlayfs: its directory and command line */
+    char **env;            /* spec->env (borrowed strings) plus HOME when it has none */
     char *home_env, *user, *group;
     uid_t host_uid;
     gid_t host_gid;
@@ -346,18 +348,22 @@ static _Noreturn void child_main(const struct run_ctx *c, int alive_fd, int repo
         ;
     if (n != 1)
         _exit(125);
-    close(alive_fd);
+    /* fuse-overlayfs' root is asked for on the same socket. */
+    struct rootfs_fuse fuse = {.dir = c->fuse.dir, .sock = alive_fd};
+    const struct rootfs_fuse *fusep = s->fuse_overlayfs ? &fuse : NULL;
+    if (!fusep)
+        close(alive_fd);
     struct mounts_host_root host = {0};
     int r = write_id_maps(id->uid, c->host_uid, id->gid, c->host_gid, &e);
     if (r >= 0 && s->hostname && sethostname(s->hostname, strlen(s->hostname)) < 0)
         r = errmsg_set(&e, negative_errno(), "set the hostname '%s': %m", s->hostname);
     if (r >= 0)
         r = mounts_host_root_prepare(s, &host, &e);
-    if (r >= 0 && (r = rootfs_assemble(s, c->copy_dir, &root_fd, &refused, &e)) >= 0) {
+    if (r >= 0 && (r = rootfs_assemble(s, c->copy_dir, fusep, &root_fd, &refused, &e)) >= 0) {
         r = mounts_setup(root_fd, &c->plan, &host, &e);
         /* Layers of another user (a cache shared by a node) show unmapped owners: the overlay
          * cannot create mount points or generated files in their directories, a copy can. */
-        refused = !c->copy_dir && (r == -EACCES || r == -EOVERFLOW);
+        refused = !c->copy_dir && !fusep && (r == -EACCES || r == -EOVERFLOW);
         if (r >= 0)
             r = rootfs_pivot(root_fd, &e);
         /* Always: a later mount may cover the cache where no protecting bind could be made,
@@ -368,6 +374,8 @@ static _Noreturn void child_main(const struct run_ctx *c, int alive_fd, int repo
     if (r < 0)
         child_fail(report_fd, r, refused ? INIT_REPORT_OVERLAY_REFUSED : 0, &e);
     close(root_fd);
+    if (fusep)
+        close(alive_fd);
     struct init_command cmd = {
         .argv = s->argv,
         .env = c->env,
@@ -439,8 +447,13 @@ static int spawn(struct run_ctx *c, int *ret_exit, unsigned *ret_flags, struct e
     if (send(alive_w, "g", 1, MSG_NOSIGNAL) != 1) {
         r = errmsg_set(e, negative_errno(), "start the container: its first process: %m");
         kill_and_reap(pid);
-    } else
+    } else if (s->fuse_overlayfs &&
+               (r = fuse_root_serve(&c->fuse, alive_w, pid, scope, &c->old_mask, e)) < 0)
+        kill_and_reap(pid);
+    else
         r = supervise(pid, report_r, tty_r, s, ret_exit, ret_flags, e);
+    /* The container has ended: its root goes too, before its cgroup (fuse-overlayfs is in it). */
+    fuse_root_stop(&c->fuse);
     if (scope && cgroup_scope_remove(scope) < 0)
         log_debug("cgroup %s stays: processes of the container are left in it", scope);
     /* A mount refused in the namespace: say why when AppArmor is the likely reason. */
@@ -513,6 +526,7 @@ static int prepare_env(struct run_ctx *c)
 
 static void run_ctx_done(struct run_ctx *c)
 {
+    fuse_root_done(&c->fuse);
     if (c->copy_dir)
         rm_tree(c->copy_dir);
     free(c->copy_dir);
@@ -531,6 +545,10 @@ static int check_spec(const struct run_spec *s, struct errmsg *e)
         return errmsg_set(e, -EINVAL, "an upper directory needs a work directory and back");
     if (s->n_layers > 0 && !s->layers)
         return errmsg_set(e, -EINVAL, "no layer directories");
+    if (s->fuse_overlayfs && s->rootfs_mode == RUNTIME_ROOTFS_COPY)
+        return errmsg_set(e, -EINVAL,
+                          "node cache layers are mounted with fuse-overlayfs: a copy of them "
+                          "(rootfs = copy) would lose the image's file modes");
     return 0;
 }
 
@@ -539,10 +557,15 @@ int runtime_run(const struct run_spec *spec, int *ret_exit, struct errmsg *e)
     int r = check_spec(spec, e);
     if (r < 0)
         return r;
-    struct run_ctx c = {.spec = spec, .plan.spec = spec};
+    struct run_ctx c = {.spec = spec, .plan.spec = spec, .fuse.log_fd = -1};
     if ((r = prepare_identity(&c)) < 0 || (r = prepare_env(&c)) < 0) {
         run_ctx_done(&c);
         return errmsg_set(e, r, "prepare the container: %s", strerror(-r));
+    }
+    if (spec->fuse_overlayfs &&
+        (r = fuse_root_prepare(spec, c.plan.id.uid, c.plan.id.gid, &c.fuse, e)) < 0) {
+        run_ctx_done(&c);
+        return r;
     }
     bool refused = false;
     if (spec->rootfs_mode == RUNTIME_ROOTFS_COPY)
@@ -790,7 +813,7 @@ static int probe_overlay_child(void *arg, struct errmsg *e)
     const struct run_spec *spec = arg;
     _cleanup_close_ int root = -1;
     bool refused;
-    int r = rootfs_assemble(spec, NULL, &root, &refused, e);
+    int r = rootfs_assemble(spec, NULL, NULL, &root, &refused, e);
     if (r < 0)
         return r;
     if (faccessat(root, "kept", F_OK, 0) < 0)
@@ -852,6 +875,31 @@ int runtime_probe_overlay(const char *scratch_dir, struct errmsg *e)
             .layers = layers, .n_layers = 2, .rootfs_mode = RUNTIME_ROOTFS_OVERLAY};
         r = probe_spawn(probe_overlay_child, &spec, e);
     }
+    rm_tree(dir);
+    return r;
+}
+
+static int probe_fuse_child(void *arg, struct errmsg *e)
+{
+    const char *const *a = arg;
+    return fuse_root_probe_mount(a[0], a[1], e);
+}
+
+int runtime_probe_fuse_overlayfs(const char *program, struct errmsg *e)
+{
+    int r = fuse_root_check(program, e);
+    if (r < 0)
+        return r;
+    const char *scratch = getenv("TMPDIR");
+    if (!scratch || !*scratch)
+        scratch = "/tmp";
+    _cleanup_free_ char *dir = NULL;
+    if (asprintf(&dir, "%s/capsule-probe-XXXXXX", scratch) < 0)
+        return -ENOMEM;
+    if (!mkdtemp(dir))
+        return errmsg_set(e, negative_errno(), "create a probe directory in '%s': %m", scratch);
+    const char *args[] = {program, dir};
+    r = probe_spawn(probe_fuse_child, args, e);
     rm_tree(dir);
     return r;
 }

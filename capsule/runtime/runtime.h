@@ -13,7 +13,11 @@
  * writable. Deep images: layers are given one by one through the new mount API
  * (fsconfig "lowerdir+", kernel >= 6.8), else as one option string of paths relative to the
  * common parent directory, else copied (unpack_merge_layer) when the kernel refuses overlayfs
- * in a user namespace or rootfs_mode is RUNTIME_ROOTFS_COPY.
+ * in a user namespace or rootfs_mode is RUNTIME_ROOTFS_COPY. Layers of the node cache (another
+ * account's files, stored widened, the image's modes in user.containers.override_stat xattrs)
+ * are mounted with fuse-overlayfs instead (fuse_overlayfs), which presents those modes; it runs
+ * in the container's user namespace as a child of capsule and ends with the container
+ * (fuse-root.h).
  *
  * Mounts, in order: the root; /proc (a new procfs with a pid namespace, else the host's
  * recursively bound); /sys (bound read-only); /dev (a tmpfs holding null, zero, full, random,
@@ -70,6 +74,13 @@ struct run_spec {
      * (NULL: $TMPDIR or /tmp) stays the callee's. 0 or -errno with a message. */
     int (*make_scratch)(void *userdata, const char **ret_dir, struct errmsg *e);
     void *scratch_userdata;
+    /* The fuse-overlayfs program (an absolute path) that mounts the layers, for layers of the
+     * node cache; NULL: the kernel's overlay. It needs /dev/fuse open to the caller; without
+     * either, runtime_run fails saying what to install or change (there is no fallback to a
+     * copy, and rootfs_mode RUNTIME_ROOTFS_COPY is refused with it). Every file shows as the
+     * container user's (0 with remap_root), with the modes of the image. A directory for the
+     * run's tmpfs is made in scratch_dir ($TMPDIR or /tmp) and removed after. */
+    const char *fuse_overlayfs;
 
     /* Identity and namespaces. */
     bool remap_root;       /* uid/gid 0 inside; else the caller's */
@@ -164,6 +175,11 @@ int runtime_exec(pid_t pid, const struct runtime_exec_spec *spec, int *ret_exit,
  * user namespaces are disabled: sysctl kernel.unprivileged_userns_clone=1"). */
 int runtime_probe_userns(struct errmsg *e);
 int runtime_probe_overlay(const char *scratch_dir, struct errmsg *e);
+/* Whether program (fuse-overlayfs, an absolute path) can serve node cache layers here: it runs,
+ * /dev/fuse opens, it mounts in a user namespace, and it shows a file stored widened with a 0600
+ * user.containers.override_stat as 0600 (the mode check is left out where $TMPDIR or /tmp has no
+ * user xattrs). 0, or -errno with what to install or change. */
+int runtime_probe_fuse_overlayfs(const char *program, struct errmsg *e);
 
 void mount_entry_done(struct mount_entry *m);
 void link_entry_done(struct link_entry *l);

@@ -1,4 +1,6 @@
 /* Garbage collection: layers and blobs that no image record references, and leftovers in tmp/.
+ * A node store's layers/ holds names (HMACs) rather than digests: the names of the referenced
+ * layers are computed, and every other name goes.
  *
  * A layer is first renamed into tmp/ under its exclusive lock and removed there, so that nobody
  * sees half of it in layers/. A pull that has stored blobs but no record yet holds the gc lock
@@ -23,6 +25,8 @@ struct gc {
     struct store *s;
     char **refs; /* sorted digests that stay */
     size_t n_refs;
+    char (*names)[STORE_LAYER_NAME_MAX]; /* a node store's: sorted names of the layers that stay */
+    size_t n_names;
     struct image_record *images;
     size_t n_images;
     unsigned serial;
@@ -64,6 +68,64 @@ static int gc_collect_refs(struct gc *g, char *const *keep)
     return 0;
 }
 
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+static bool is_hex(const char *s, size_t n);
+
+/* Adds the name of layer digest from registry origin (NULL: none) to g->names. */
+static int gc_add_name(struct gc *g, const char *origin, const char *digest)
+{
+    int r = store_layer_name_from(g->s, origin, digest, g->names[g->n_names]);
+    if (r == -EINVAL)
+        return 0; /* a keep entry that is no digest names no layer */
+    if (r < 0)
+        return errmsg_set(g->e, r, "cannot compute the name of layer %s: %s", digest, strerror(-r));
+    g->n_names++;
+    return 0;
+}
+
+/* A node store: the names of the layers that records reference, each named by its record's
+ * registry (store_node_view), and those keep lists: layer names as they are (the directories
+ * running containers use), or digests. */
+static int gc_collect_names(struct gc *g, char *const *keep)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g->n_images; i++)
+        n += g->images[i].n_layers;
+    for (size_t i = 0; keep && keep[i]; i++)
+        n++;
+    g->names = calloc(n + 1, sizeof(*g->names));
+    if (!g->names)
+        return -ENOMEM;
+    int r = 0;
+    for (size_t i = 0; r >= 0 && i < g->n_images; i++) {
+        char *origin = NULL;
+        if (store_record_origin(&g->images[i], &origin) < 0)
+            return -ENOMEM;
+        for (size_t k = 0; r >= 0 && k < g->images[i].n_layers; k++)
+            r = gc_add_name(g, origin, g->images[i].layers[k]);
+        free(origin);
+    }
+    for (size_t i = 0; r >= 0 && keep && keep[i]; i++) {
+        if (is_hex(keep[i], 64))
+            snprintf(g->names[g->n_names++], STORE_LAYER_NAME_MAX, "%s", keep[i]);
+        else
+            r = gc_add_name(g, NULL, keep[i]);
+    }
+    if (r < 0)
+        return r;
+    qsort(g->names, g->n_names, sizeof(*g->names), name_cmp);
+    return 0;
+}
+
+static bool gc_name_live(const struct gc *g, const char *name)
+{
+    return bsearch(name, g->names, g->n_names, sizeof(*g->names), name_cmp) != NULL;
+}
+
 static bool is_hex(const char *s, size_t n)
 {
     return strlen(s) == n && strspn(s, "0123456789abcdef") == n;
@@ -84,12 +146,11 @@ static int gc_opendir(struct gc *g, const char *rel, DIR **ret)
     return 0;
 }
 
-/* Moves layers/<algo>/<hex> out of sight into tmp/, then removes it there. */
-static int gc_remove_layer(struct gc *g, const char *algo, const char *hex)
+/* Moves the layer from (relative to the root) out of sight into tmp/, then removes it there. */
+static int gc_remove_layer(struct gc *g, const char *from, const char *layer)
 {
-    char from[PATH_MAX], name[PATH_MAX], to[PATH_MAX + 8];
-    snprintf(from, sizeof(from), "layers/%s/%s", algo, hex);
-    snprintf(name, sizeof(name), "%s.gc-%d-%u", hex, (int)getpid(), g->serial++);
+    char name[PATH_MAX], to[PATH_MAX + 8];
+    snprintf(name, sizeof(name), "%s.gc-%d-%u", layer, (int)getpid(), g->serial++);
     snprintf(to, sizeof(to), "tmp/%s", name);
     int fd = g->s->root_fd;
     if (renameat(fd, from, fd, to) < 0)
@@ -102,13 +163,11 @@ static int gc_remove_layer(struct gc *g, const char *algo, const char *hex)
     return 0;
 }
 
-static int gc_layer(struct gc *g, const char *algo, const char *hex)
+/* Removes the unreferenced layer from, named layer, unless its lock is held. */
+static int gc_layer_unless_busy(struct gc *g, const char *from, const char *layer)
 {
-    char digest[DIGEST_STRING_MAX], lock[PATH_MAX];
-    snprintf(digest, sizeof(digest), "%s:%s", algo, hex);
-    if (!digest_valid(digest) || gc_referenced(g, digest))
-        return 0;
-    snprintf(lock, sizeof(lock), "%s.lock", hex);
+    char lock[PATH_MAX];
+    snprintf(lock, sizeof(lock), "%s.lock", layer);
     _cleanup_close_ int fd = -1;
     int r = store_lock(g->s, lock, LOCK_EX | LOCK_NB, &fd);
     if (r == -EWOULDBLOCK) {
@@ -117,7 +176,65 @@ static int gc_layer(struct gc *g, const char *algo, const char *hex)
     }
     if (r < 0)
         return errmsg_set(g->e, r, "cannot lock '%s/locks/%s': %s", g->s->root, lock, strerror(-r));
-    return gc_remove_layer(g, algo, hex);
+    return gc_remove_layer(g, from, layer);
+}
+
+static int gc_layer(struct gc *g, const char *algo, const char *hex)
+{
+    char digest[DIGEST_STRING_MAX], from[PATH_MAX];
+    snprintf(digest, sizeof(digest), "%s:%s", algo, hex);
+    if (!digest_valid(digest) || gc_referenced(g, digest))
+        return 0;
+    snprintf(from, sizeof(from), "layers/%s/%s", algo, hex);
+    return gc_layer_unless_busy(g, from, hex);
+}
+
+/* A node store's layer that a container of some user runs on: its capsule holds the layer
+ * directory itself flock()ed shared (store_node_layer_hold), since users cannot reach the
+ * service's lock files. 1 when one does, else 0 with *ret_fd holding the directory locked
+ * exclusively until the layer is gone. */
+static int gc_node_layer_held(struct gc *g, const char *from, int *ret_fd)
+{
+    int fd = openat(g->s->root_fd, from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 1
+                               : errmsg_set(g->e, negative_errno(), "cannot open '%s/%s': %m",
+                                            g->s->root, from);
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int r = negative_errno();
+        close(fd);
+        if (r == -EWOULDBLOCK)
+            return 1;
+        return errmsg_set(g->e, r, "cannot lock '%s/%s': %s", g->s->root, from, strerror(-r));
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
+/* A node store's layers/<name>: every name that no referenced digest has goes, unless a pull
+ * unpacks it or a container runs on it. */
+static int gc_node_layers(struct gc *g)
+{
+    DIR *d;
+    int r = gc_opendir(g, "layers", &d);
+    if (r < 0)
+        return r;
+    struct dirent *de;
+    while (r >= 0 && (de = readdir(d))) {
+        char from[PATH_MAX];
+        if (!is_hex(de->d_name, 64) || gc_name_live(g, de->d_name))
+            continue;
+        snprintf(from, sizeof(from), "layers/%s", de->d_name);
+        _cleanup_close_ int held = -1;
+        r = gc_node_layer_held(g, from, &held);
+        if (r > 0) {
+            g->stats.layers_busy++;
+            r = 0;
+        } else if (r == 0)
+            r = gc_layer_unless_busy(g, from, de->d_name);
+    }
+    closedir(d);
+    return r;
 }
 
 static int gc_blob(struct gc *g, int dfd, const char *algo, const char *hex)
@@ -231,9 +348,11 @@ static int gc_run(struct gc *g, char *const *keep)
     if (r < 0)
         return r;
     r = gc_collect_refs(g, keep);
+    if (r >= 0 && store_is_node(g->s))
+        r = gc_collect_names(g, keep);
     if (r < 0)
         return r;
-    r = gc_sweep(g, "layers", gc_layer_at);
+    r = store_is_node(g->s) ? gc_node_layers(g) : gc_sweep(g, "layers", gc_layer_at);
     if (r >= 0)
         r = gc_sweep(g, "blobs", gc_blob);
     if (r >= 0)
@@ -257,6 +376,7 @@ int store_gc(struct store *s, char *const *keep, struct store_gc_stats *ret, str
         image_record_done(&g.images[i]);
     free(g.images);
     free(g.refs);
+    free(g.names);
     if (r < 0)
         return r;
     if (ret)

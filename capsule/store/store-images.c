@@ -18,6 +18,7 @@
 #include "lib/log.h"
 #include "capsule/image/ref.h"
 #include "lib/strv.h"
+#include "lib/strv-json.h"
 #include "capsule/store/store-private.h"
 
 #define RECORD_SCHEMA 1
@@ -34,6 +35,7 @@ void image_record_done(struct image_record *r)
     for (size_t i = 0; r->layers && r->layers[i]; i++)
         free(r->layers[i]);
     free(r->layers);
+    strv_free(r->layer_paths);
     *r = (struct image_record){0};
 }
 
@@ -91,10 +93,16 @@ static json_t *record_to_json(const struct image_record *r)
             json_decref(layers);
             return NULL;
         }
-    return json_pack("{s:i, s:s, s:s, s:s, s:o, s:I, s:I}", "schema", RECORD_SCHEMA, "name",
-                     r->name, "manifest_digest", r->manifest_digest, "config_digest",
-                     r->config_digest, "layers", layers, "size", (json_int_t)r->size, "pulled_at",
-                     (json_int_t)r->pulled_at);
+    json_t *j = json_pack("{s:i, s:s, s:s, s:s, s:o, s:I, s:I}", "schema", RECORD_SCHEMA, "name",
+                          r->name, "manifest_digest", r->manifest_digest, "config_digest",
+                          r->config_digest, "layers", layers, "size", (json_int_t)r->size,
+                          "pulled_at", (json_int_t)r->pulled_at);
+    if (j && r->layer_paths &&
+        json_object_set_new(j, "layer_paths", strv_to_json(r->layer_paths)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
 }
 
 int store_image_save(struct store *s, const struct image_record *r, struct errmsg *e)
@@ -131,6 +139,25 @@ static int layers_from_json(json_t *arr, struct image_record *r)
     return 0;
 }
 
+/* A node cache image's layer directories: absolute paths, one per layer. */
+static int layer_paths_from_json(json_t *arr, struct image_record *r)
+{
+    size_t n = json_array_size(arr);
+    if (!json_is_array(arr) || n != r->n_layers)
+        return -EBADMSG;
+    r->layer_paths = calloc(n + 1, sizeof(char *));
+    if (!r->layer_paths)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = json_string_value(json_array_get(arr, i));
+        if (!p || p[0] != '/')
+            return -EBADMSG;
+        if (!(r->layer_paths[i] = strdup(p)))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 /* Parses a record; -EBADMSG for anything that is not one this program wrote. */
 static int record_from_json(const char *text, size_t len, struct image_record *ret)
 {
@@ -153,6 +180,9 @@ static int record_from_json(const char *text, size_t len, struct image_record *r
     if ((r.name = strdup(name)) && (r.manifest_digest = strdup(manifest)) &&
         (r.config_digest = strdup(config)))
         k = layers_from_json(layers, &r);
+    json_t *paths = json_object_get(j, "layer_paths");
+    if (k >= 0 && paths)
+        k = layer_paths_from_json(paths, &r);
     json_decref(j);
     if (k < 0) {
         image_record_done(&r);

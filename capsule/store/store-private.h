@@ -8,13 +8,56 @@
 #include "lib/errmsg.h"
 #include "capsule/store/store.h"
 
+/* A node store's key (node.key): HMAC-SHA256 keys of 32 bytes. */
+#define STORE_NODE_KEY_LEN 32
+/* A layer's name in layers/ and locks/: a digest's hex (up to 128 digits) or a node store's
+ * 64-digit HMAC, and the NUL. */
+#define STORE_LAYER_NAME_MAX 129
+
 struct store {
     char *root;  /* realpath'd */
     int root_fd; /* every access goes relative to it */
     /* Mode for files the store writes: 0666 less the umask. A cache shared by a group works
      * when its users have umask 002 and the directory is setgid to the group. */
     mode_t file_mode;
+    /* A node store's (store-node.c): writes the name of digest's layer (the hex of
+     * HMAC-SHA256(node_key, digest)) into name. NULL in a per-user store, whose layers are named
+     * by the digest. Reached through this pointer so that a program that opens only per-user
+     * stores (capsule) does not link libcrypto. */
+    int (*layer_name)(const struct store *s, const char *origin, const char *digest,
+                      char name[STORE_LAYER_NAME_MAX]);
+    unsigned char node_key[STORE_NODE_KEY_LEN];
+    /* A node store's view for one registry (store_node_view): the registry its layers come
+     * from, part of every layer name. NULL otherwise. */
+    char *origin;
 };
+
+/* One directory of a store's layout; mode 0: made 0777 less the umask and left as found, else
+ * made and kept with exactly that mode. */
+struct store_dir {
+    const char *name;
+    mode_t mode;
+};
+
+/* Opens (creating it and its parents) the store at root with the directories dirs: store_open
+ * and store_open_node. root_mode 0 as for dirs; else parents are made 0755 and the root gets
+ * root_mode. Returns 0 and *ret with file_mode 0666 less the umask and no layer_name. */
+int store_open_layout(const char *root, mode_t root_mode, const struct store_dir *dirs, size_t n,
+                      struct store **ret, struct errmsg *e);
+
+/* The name of digest's layer in layers/ (per-user: within layers/<algo>/), its lock
+ * (locks/<name>.lock) and its unpacks (tmp/<name>.XXXXXX). -EINVAL if digest is not
+ * digest_valid(), -EIO if the HMAC fails. */
+int store_layer_name(const struct store *s, const char *digest, char name[STORE_LAYER_NAME_MAX]);
+/* The same for a node store's layer from registry origin (NULL: none), whatever s's own. */
+int store_layer_name_from(const struct store *s, const char *origin, const char *digest,
+                          char name[STORE_LAYER_NAME_MAX]);
+/* The registry an image record's layers come from (its name's), as node stores name them
+ * (store_node_view): malloc'd into *ret, or NULL for a name that does not parse. 0 or -ENOMEM. */
+int store_record_origin(const struct image_record *r, char **ret);
+/* "layers/<algo>/<hex>" (per-user) or "layers/<name>" (node) into buf; errors as above and
+ * -ENAMETOOLONG. */
+int store_layer_rel(const struct store *s, const char *digest, char *buf, size_t size);
 
 #define STORE_GC_LOCK "gc.lock"
 /* tmp/ entries of store_scratch_new() start with this; their lock is locks/<entry>.lock. */

@@ -24,7 +24,11 @@ int store_layer_unpack(struct store *s, const char *digest, uint64_t max_unpacke
     r = store_layer_tmpdir(s, digest, &tmp, e);
     if (r < 0)
         return r;
-    r = unpack_layer_bounded(fd, tmp, max_unpacked, CAPSULE_UNPACK_RESERVE, NULL, e);
+    /* A node store's layers are read by other users: widened, with the image's modes kept aside. */
+    if (store_is_node(s))
+        r = unpack_layer_shared(fd, tmp, max_unpacked, CAPSULE_UNPACK_RESERVE, NULL, e);
+    else
+        r = unpack_layer_bounded(fd, tmp, max_unpacked, CAPSULE_UNPACK_RESERVE, NULL, e);
     if (r >= 0)
         r = store_layer_commit(s, digest, tmp, e);
     if (r < 0) {

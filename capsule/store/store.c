@@ -1,5 +1,6 @@
 /* The content-addressed cache: layout, locks, blobs, downloads and layers. Image records are in
- * store-images.c, garbage collection in store-gc.c, tree removal in store-remove.c. */
+ * store-images.c, garbage collection in store-gc.c, tree removal in store-remove.c, what is
+ * particular to a node store (its key and layer names) in store-node.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -11,13 +12,16 @@
 #include <unistd.h>
 
 #include "capsule/image/digest.h"
+#include "capsule/image/ref.h"
 #include "lib/fileio.h"
 #include "lib/rm-tree.h"
 #include "capsule/store/store-private.h"
 
-static const char *const store_dirs[] = {
-    "blobs",         "blobs/sha256", "blobs/sha512", "layers", "layers/sha256",
-    "layers/sha512", "images",       "tmp",          "locks",
+/* A per-user store's directories: 0777 less the umask, as found if they exist. */
+static const struct store_dir store_dirs[] = {
+    {"blobs", 0},  {"blobs/sha256", 0},  {"blobs/sha512", 0},
+    {"layers", 0}, {"layers/sha256", 0}, {"layers/sha512", 0},
+    {"images", 0}, {"tmp", 0},           {"locks", 0},
 };
 
 /* mkdir -p: the cache usually sits in ~/.cache, which a fresh account may not have yet. */
@@ -51,12 +55,38 @@ static mode_t current_umask(void)
     return 022;
 }
 
-int store_open(const char *root, struct store **ret, struct errmsg *e)
+/* Gives the directory dfd mode unless it has it already (so that a store opened by someone
+ * who may not chmod it, but finds it right, still opens). */
+static int enforce_mode(int dfd, mode_t mode)
+{
+    struct stat st;
+    if (fstat(dfd, &st) < 0)
+        return negative_errno();
+    if ((st.st_mode & 07777) != mode && fchmod(dfd, mode) < 0)
+        return negative_errno();
+    return 0;
+}
+
+static int make_dir(struct store *s, const struct store_dir *d, struct errmsg *e)
+{
+    if (mkdirat(s->root_fd, d->name, d->mode ? d->mode : 0777) < 0 && errno != EEXIST)
+        return errmsg_set(e, negative_errno(), "cache directory '%s/%s': %m", s->root, d->name);
+    if (!d->mode)
+        return 0;
+    _cleanup_close_ int fd =
+        openat(s->root_fd, d->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int r = fd < 0 ? negative_errno() : enforce_mode(fd, d->mode);
+    if (r < 0)
+        return errmsg_set(e, r, "cache directory '%s/%s': %s", s->root, d->name, strerror(-r));
+    return 0;
+}
+
+int store_open_layout(const char *root, mode_t root_mode, const struct store_dir *dirs, size_t n,
+                      struct store **ret, struct errmsg *e)
 {
     if (!root || !root[0])
         return errmsg_set(e, -EINVAL, "no cache directory configured");
-    /* Directories and files get 0777/0666 less the umask, so a group can share a cache. */
-    int r = mkdir_parents(root, 0777);
+    int r = mkdir_parents(root, root_mode ? 0755 : 0777);
     if (r < 0)
         return errmsg_set(e, r, "cache directory '%s': %s", root, strerror(-r));
     struct store *s = calloc(1, sizeof(*s));
@@ -71,12 +101,19 @@ int store_open(const char *root, struct store **ret, struct errmsg *e)
     s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (s->root_fd < 0)
         return errmsg_set(e, negative_errno(), "cache directory '%s': %m", s->root);
-    for (size_t i = 0; i < ELEMENTSOF(store_dirs); i++)
-        if (mkdirat(s->root_fd, store_dirs[i], 0777) < 0 && errno != EEXIST)
-            return errmsg_set(e, negative_errno(), "cache directory '%s/%s': %m", s->root,
-                              store_dirs[i]);
+    if (root_mode && (r = enforce_mode(s->root_fd, root_mode)) < 0)
+        return errmsg_set(e, r, "cache directory '%s': %s", s->root, strerror(-r));
+    for (size_t i = 0; i < n; i++)
+        if ((r = make_dir(s, &dirs[i], e)) < 0)
+            return r;
     *ret = TAKE_PTR(guard);
     return 0;
+}
+
+int store_open(const char *root, struct store **ret, struct errmsg *e)
+{
+    /* Directories and files get 0777/0666 less the umask, so a group can share a cache. */
+    return store_open_layout(root, 0, store_dirs, ELEMENTSOF(store_dirs), ret, e);
 }
 
 void store_free(struct store *s)
@@ -85,13 +122,76 @@ void store_free(struct store *s)
         return;
     if (s->root_fd >= 0)
         close(s->root_fd);
+    free(s->origin);
     free(s->root);
+    explicit_bzero(s->node_key, sizeof(s->node_key));
     free(s);
 }
 
 const char *store_root(const struct store *s)
 {
     return s->root;
+}
+
+bool store_is_node(const struct store *s)
+{
+    return s->layer_name != NULL;
+}
+
+int store_node_layer_hold(const char *path, int *ret_fd)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return negative_errno();
+    if (flock(fd, LOCK_SH) < 0)
+        return negative_errno();
+    /* gc moves a layer out of sight before it removes it: the lock may be on one on its way out. */
+    struct stat held, now;
+    if (fstat(fd, &held) < 0 || stat(path, &now) < 0)
+        return errno == ENOENT ? -ENOENT : negative_errno();
+    if (held.st_ino != now.st_ino || held.st_dev != now.st_dev)
+        return -ENOENT;
+    *ret_fd = TAKE_FD(fd);
+    return 0;
+}
+
+int store_layer_name_from(const struct store *s, const char *origin, const char *digest,
+                          char name[STORE_LAYER_NAME_MAX])
+{
+    if (!digest_valid(digest))
+        return -EINVAL;
+    if (s->layer_name)
+        return s->layer_name(s, origin, digest, name);
+    snprintf(name, STORE_LAYER_NAME_MAX, "%s", digest_hex(digest));
+    return 0;
+}
+
+int store_layer_name(const struct store *s, const char *digest, char name[STORE_LAYER_NAME_MAX])
+{
+    return store_layer_name_from(s, s->origin, digest, name);
+}
+
+int store_record_origin(const struct image_record *r, char **ret)
+{
+    struct image_ref ref = {0};
+    struct errmsg e;
+    *ret = NULL;
+    if (image_ref_parse(r->name, &ref, &e) < 0)
+        return 0;
+    *ret = TAKE_PTR(ref.registry);
+    image_ref_done(&ref);
+    return *ret ? 0 : -ENOMEM;
+}
+
+int store_layer_rel(const struct store *s, const char *digest, char *buf, size_t size)
+{
+    if (!s->layer_name)
+        return store_rel_path("layers", digest, buf, size);
+    char name[STORE_LAYER_NAME_MAX];
+    int r = store_layer_name(s, digest, name);
+    if (r < 0)
+        return r;
+    return snprintf(buf, size, "layers/%s", name) >= (int)size ? -ENAMETOOLONG : 0;
 }
 
 int store_rel_path(const char *kind, const char *digest, char *buf, size_t size)
@@ -106,7 +206,8 @@ int store_rel_path(const char *kind, const char *digest, char *buf, size_t size)
 static int abs_path(const struct store *s, const char *kind, const char *digest, char **ret)
 {
     char rel[PATH_MAX];
-    int r = store_rel_path(kind, digest, rel, sizeof(rel));
+    int r = strcmp(kind, "layers") == 0 ? store_layer_rel(s, digest, rel, sizeof(rel))
+                                        : store_rel_path(kind, digest, rel, sizeof(rel));
     if (r < 0)
         return r;
     char *p;
@@ -120,8 +221,10 @@ static bool has_entry(const struct store *s, const char *kind, const char *diges
 {
     char rel[PATH_MAX];
     struct stat st;
-    return store_rel_path(kind, digest, rel, sizeof(rel)) >= 0 &&
-           fstatat(s->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 && (st.st_mode & S_IFMT) == type;
+    int r = strcmp(kind, "layers") == 0 ? store_layer_rel(s, digest, rel, sizeof(rel))
+                                        : store_rel_path(kind, digest, rel, sizeof(rel));
+    return r >= 0 && fstatat(s->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+           (st.st_mode & S_IFMT) == type;
 }
 
 int store_lock(struct store *s, const char *name, int op, int *ret_fd)
@@ -320,11 +423,14 @@ bool store_has_layer(const struct store *s, const char *digest)
 int store_layer_lock(struct store *s, const char *digest, bool exclusive, bool wait, int *ret_fd,
                      struct errmsg *e)
 {
-    if (!digest_valid(digest))
+    char layer[STORE_LAYER_NAME_MAX], name[PATH_MAX];
+    int r = store_layer_name(s, digest, layer);
+    if (r == -EINVAL)
         return errmsg_set(e, -EINVAL, "'%.80s' is not a valid digest", digest);
-    char name[PATH_MAX];
-    snprintf(name, sizeof(name), "%s.lock", digest_hex(digest));
-    int r = store_lock(s, name, (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB), ret_fd);
+    if (r < 0)
+        return errmsg_set(e, r, "layer %s: cannot compute its name: %s", digest, strerror(-r));
+    snprintf(name, sizeof(name), "%s.lock", layer);
+    r = store_lock(s, name, (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB), ret_fd);
     if (r == -EWOULDBLOCK)
         return errmsg_set(e, r, "layer %s is in use by another process", digest);
     if (r < 0)
@@ -334,17 +440,22 @@ int store_layer_lock(struct store *s, const char *digest, bool exclusive, bool w
 
 int store_layer_tmpdir(struct store *s, const char *digest, char **ret, struct errmsg *e)
 {
-    if (!digest_valid(digest))
+    /* Named like the layer's lock, which gc finds through the name. */
+    char layer[STORE_LAYER_NAME_MAX];
+    int r = store_layer_name(s, digest, layer);
+    if (r == -EINVAL)
         return errmsg_set(e, -EINVAL, "'%.80s' is not a valid digest", digest);
+    if (r < 0)
+        return errmsg_set(e, r, "layer %s: cannot compute its name: %s", digest, strerror(-r));
     _cleanup_free_ char *p = NULL;
-    if (asprintf(&p, "%s/tmp/%s.XXXXXX", s->root, digest_hex(digest)) < 0)
+    if (asprintf(&p, "%s/tmp/%s.XXXXXX", s->root, layer) < 0)
         return -ENOMEM;
     if (!mkdtemp(p))
         return errmsg_set(e, negative_errno(), "cannot create a directory in '%s/tmp': %m",
                           s->root);
     /* The layer's root becomes a lower directory's root: readable like any other. */
     if (chmod(p, 0755) < 0) {
-        int r = negative_errno();
+        r = negative_errno();
         rmdir(p);
         return errmsg_set(e, r, "cannot chmod '%s': %s", p, strerror(-r));
     }
@@ -355,7 +466,7 @@ int store_layer_tmpdir(struct store *s, const char *digest, char **ret, struct e
 int store_layer_commit(struct store *s, const char *digest, const char *tmpdir, struct errmsg *e)
 {
     char rel[PATH_MAX];
-    if (store_rel_path("layers", digest, rel, sizeof(rel)) < 0)
+    if (store_layer_rel(s, digest, rel, sizeof(rel)) < 0)
         return errmsg_set(e, -EINVAL, "'%.80s' is not a valid digest", digest);
     if (renameat2(AT_FDCWD, tmpdir, s->root_fd, rel, RENAME_NOREPLACE) == 0)
         return 0;

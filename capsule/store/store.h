@@ -10,6 +10,7 @@
  *   tmp/                      partial downloads (<hex>.partial), unpacks in progress
  *                             (<hex>.XXXXXX) and scratch directories of runs (run-XXXXXX)
  *   locks/<hex>.lock          flock(2) files, one per blob/layer
+ * A node store (store_open_node) names its layers and their locks differently: see there.
  *
  * Concurrency: everything that appears in blobs/, layers/ or images/ appears by rename(2) of a
  * finished file or directory from tmp/, so a reader sees all or nothing. Two processes (two
@@ -34,9 +35,50 @@ struct store;
 /* Opens (creating the layout, mode 0755, if missing) the cache at root. Returns 0 and *ret,
  * -EACCES/-EROFS/... with a message naming the directory, -ENOMEM. */
 int store_open(const char *root, struct store **ret, struct errmsg *e);
+/* Opens (creating it if missing) a node-wide cache (docs/design/capsule-node-cache.md), written
+ * only by its service's account and read by every user through paths the service hands out:
+ *   <root> 0711, layers/ 0711 (traversable, not listable), blobs/ images/ tmp/ locks/ 0700 (modes
+ *     set on every open), and no layers/<algo>/ level;
+ *   node.key   32 random bytes (0600), made at the first open; services that start at once
+ *              agree on one (it appears by link(2), which does not replace);
+ *   layers/<name>/  named by the 64 hex digits of HMAC-SHA256(node key, layer digest string), so
+ *              that nobody finds a layer's directory from its digest. store_layer_path, _lock,
+ *              _tmpdir, _commit and store_has_layer use that name, store_layer_unpack unpacks with
+ *              unpack_layer_shared (widened modes, override xattrs), store_gc sweeps by it.
+ * Everything else is as in a per-user store. Returns 0 and *ret, or -errno with a message
+ * naming the directory or file: -EBADMSG for a node.key of the wrong size, -EPERM for one that
+ * others may read, and store_open's errors. Links libcrypto (store-node.c). */
+int store_open_node(const char *root, struct store **ret, struct errmsg *e);
 void store_free(struct store *s);
 DEFINE_POINTER_CLEANUP(struct store, store_free)
 const char *store_root(const struct store *s);
+/* Whether s was opened by store_open_node (or is a view of one). */
+bool store_is_node(const struct store *s);
+/* The node store s as one registry's pulls see it: the same files, with layers named
+ * HMAC-SHA256(node key, "ORIGIN\nDIGEST") for origin, the registry as image names spell it
+ * ("127.0.0.1:5000", "docker.io"). A layer is shared only by images of one registry, so that what
+ * a registry says about a layer concerns bytes it gave (capsule-cached asks it before it hands a
+ * cached layer out). Image records, blobs and gc are the store's own: gc names each record's
+ * layers by its registry. Free with store_free. 0, -EINVAL (not a node store), -ENOMEM,
+ * -EMFILE. */
+int store_node_view(const struct store *s, const char *origin, struct store **ret,
+                    struct errmsg *e);
+/* Gives a node store a new key and renames every layer that an image record references to its
+ * name under it, so that paths handed out before lead nowhere (a running container keeps its
+ * mounts: they hold the inodes). Unreferenced layers keep their old names, which no digest has
+ * any more: the next store_gc removes them. Runs under the gc lock: -EBUSY while a pull holds
+ * store_gc_block(). The new key is written after the renames: on failure the renames are undone
+ * and the old key stays; after a crash midway the layers renamed so far are orphans (unpacked
+ * again when asked for, removed by gc). Returns the number of layers renamed, -EINVAL for a
+ * per-user store, or -errno with a message. */
+int store_node_rekey(struct store *s, struct errmsg *e);
+
+/* For a container that runs on a node cache layer (a directory the service handed out): opens
+ * the directory and holds it flock()ed shared, so that the node's gc leaves it alone while the
+ * container runs (users cannot reach the service's lock files, but can lock what they may
+ * read). Waits for a gc that is removing it, then finds it gone. Returns 0 and the fd (close it
+ * when the container has ended), -ENOENT when path is no longer a layer, another -errno. */
+int store_node_layer_hold(const char *path, int *ret_fd);
 
 /* ---- blobs ---- */
 
@@ -94,7 +136,8 @@ int store_layer_tmpdir(struct store *s, const char *digest, char **ret, struct e
 int store_layer_commit(struct store *s, const char *digest, const char *tmpdir, struct errmsg *e);
 
 /* Unpacks the layer blob digest (in blobs/) into layers/ (store_layer_tmpdir, unpack.h's
- * unpack_layer_bounded within max_unpacked bytes and CAPSULE_UNPACK_RESERVE, store_layer_commit)
+ * unpack_layer_bounded, or unpack_layer_shared in a node store, within max_unpacked bytes and
+ * CAPSULE_UNPACK_RESERVE, store_layer_commit)
  * and drops the blob unless keep_blob. The caller holds the layer's lock exclusively (a pull, an
  * archive import). 0 or -errno with a message. */
 int store_layer_unpack(struct store *s, const char *digest, uint64_t max_unpacked, bool keep_blob,
@@ -110,6 +153,9 @@ struct image_record {
     size_t n_layers;
     int64_t size;      /* sum of the compressed layer sizes */
     int64_t pulled_at; /* Unix time */
+    /* Node cache images (capsule/node): each layer's directory there, in layers' order,
+     * NULL-terminated; NULL for an image whose layers are in this store. */
+    char **layer_paths;
 };
 void image_record_done(struct image_record *r);
 /* Fills *ret (pulled_at now) for image name from its manifest's digest and parsed manifest.
@@ -167,5 +213,6 @@ struct store_gc_stats {
  * unpacks and scratch directories whose lock is free (one whose lock is held is in use: kept,
  * counted in tmp_busy). No pull is live while gc runs (each holds store_gc_block()), so nothing
  * else in tmp/ is either. -EBUSY (nothing removed) while a store_gc_block() lock is held. Damaged
- * image records reference nothing. */
+ * image records reference nothing. In a node store the names of the layers that stay are computed
+ * from the digests, and every other entry of layers/ named like a layer goes. */
 int store_gc(struct store *s, char *const *keep, struct store_gc_stats *ret, struct errmsg *e);

@@ -8,7 +8,11 @@
  * would make is done on the original name instead. What this file writes itself (whiteouts,
  * opaque markers, the removal of a directory a later entry replaces) goes through directory fds
  * opened component by component with O_NOFOLLOW, never through a path that could pass a
- * symbolic link. */
+ * symbolic link.
+ *
+ * In shared mode (unpack_layer_shared, for the node-wide cache) the stored modes are widened so
+ * that every user can read the layer, and the image's own owner and mode go into an xattr that
+ * fuse-overlayfs presents instead: set here, through the same O_NOFOLLOW directory walk. */
 #include <archive.h>
 #include <archive_entry.h>
 #include <ctype.h>
@@ -55,8 +59,13 @@ struct unpack {
     struct unpack_stats stats;
     uint64_t max_bytes, reserve_bytes; /* unpack_layer_bounded's; 0 = none */
     uint64_t checked_at;               /* stats.bytes when free space was last checked */
+    bool shared;                       /* unpack_layer_shared: widened modes, override xattrs */
+    char override[64];                 /* the current entry's UNPACK_OVERRIDE_XATTR value, or "" */
     struct errmsg *e;
 };
+
+/* What a directory the layer has no entry for (its root too) stands for in the container. */
+#define OVERRIDE_IMPLICIT_DIR "0:0:0755:dir"
 
 static void unpack_done(struct unpack *u)
 {
@@ -141,6 +150,30 @@ static int full_path(struct unpack *u, const char *rel, char *out)
     return 0;
 }
 
+/* Writes an UNPACK_OVERRIDE_XATTR value on fd, something this file opened with O_NOFOLLOW. */
+static int set_override(struct unpack *u, int fd, const char *value)
+{
+    if (fsetxattr(fd, UNPACK_OVERRIDE_XATTR, value, strlen(value), 0) == 0)
+        return 0;
+    int r = negative_errno();
+    if (r == -EOPNOTSUPP)
+        return entry_error(u, r,
+                           "the node cache's filesystem has no user xattrs, which its layers "
+                           "need to keep their files' owners and modes");
+    return entry_error(u, r, "cannot set %s: %s", UNPACK_OVERRIDE_XATTR, strerror(-r));
+}
+
+/* A directory made here because the layer names it only as a parent: in shared mode it is
+ * 0755 whatever the umask, and says so in its xattr. */
+static int mark_implicit_dir(struct unpack *u, int fd, const char *comp)
+{
+    if (!u->shared)
+        return 0;
+    if (fchmod(fd, 0755) < 0)
+        return entry_error(u, negative_errno(), "cannot chmod directory '%s': %m", comp);
+    return set_override(u, fd, OVERRIDE_IMPLICIT_DIR);
+}
+
 static int explain_open_error(struct unpack *u, int r, int dfd, const char *comp)
 {
     struct stat st;
@@ -167,8 +200,10 @@ static int open_dir_beneath(struct unpack *u, const char *rel, size_t len, bool 
         memcpy(comp, rel + i, n); /* path_clean bounded components to NAME_MAX */
         comp[n] = '\0';
         int next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        bool made = false;
         if (next < 0 && errno == ENOENT && create) {
-            if (mkdirat(fd, comp, 0755) < 0 && errno != EEXIST)
+            made = mkdirat(fd, comp, 0755) == 0;
+            if (!made && errno != EEXIST)
                 return entry_error(u, negative_errno(), "cannot create directory '%s': %m", comp);
             next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         }
@@ -176,6 +211,9 @@ static int open_dir_beneath(struct unpack *u, const char *rel, size_t len, bool 
             return explain_open_error(u, negative_errno(), fd, comp);
         close(fd);
         fd = next;
+        int r = made ? mark_implicit_dir(u, fd, comp) : 0;
+        if (r < 0)
+            return r;
         i += n + 1;
     }
     *ret_fd = TAKE_FD(fd);
@@ -361,6 +399,68 @@ static int copy_data(struct unpack *u)
     }
 }
 
+/* The tar header's id for the override xattr; ids no kernel can hold become the overflow id. */
+static unsigned override_id(la_int64_t id)
+{
+    return id < 0 || id > 0xfffffffeLL ? 65534u : (unsigned)id;
+}
+
+/* Shared mode, before libarchive writes the entry: widens its mode, keeps the image's for the
+ * xattr, and makes the parents the layer names no entry for (libarchive would make them with
+ * the umask's mode and no xattr). */
+static int shared_prepare(struct unpack *u, struct archive_entry *entry, mode_t type, bool hardlink)
+{
+    u->override[0] = '\0';
+    size_t dir_len;
+    rel_base(u, &dir_len);
+    /* Only a missing parent costs the walk; one that is there (a symbolic link too) is
+     * libarchive's to check. */
+    struct stat st;
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof(parent), "%.*s", (int)dir_len, u->rel);
+    if (dir_len && fstatat(u->dest_fd, parent, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        _cleanup_close_ int fd = -1;
+        int r = open_dir_beneath(u, u->rel, dir_len, true, &fd);
+        if (r < 0)
+            return r;
+    }
+    if (type != AE_IFREG && type != AE_IFDIR)
+        return 0;
+    mode_t perm = archive_entry_perm(entry) & 07777 & ~(mode_t)(S_ISUID | S_ISGID);
+    /* A hard link's mode too: libarchive applies it to the inode when the link carries data. */
+    archive_entry_set_perm(entry, type == AE_IFDIR || (perm & 0111) ? 0755 : 0644);
+    /* A hard link is one more name of an inode that has its xattr already. */
+    if (hardlink)
+        return 0;
+    snprintf(u->override, sizeof(u->override), "%u:%u:%04o:%s",
+             override_id(archive_entry_uid(entry)), override_id(archive_entry_gid(entry)),
+             (unsigned)perm, type == AE_IFDIR ? "dir" : "file");
+    return 0;
+}
+
+/* Shared mode, after libarchive wrote the entry: its xattr, on what is at the entry's name now
+ * (reached without following a symbolic link). */
+static int shared_finish(struct unpack *u, mode_t type)
+{
+    if (!u->override[0])
+        return 0;
+    size_t dir_len;
+    const char *base = rel_base(u, &dir_len);
+    _cleanup_close_ int dfd = -1;
+    int r = open_dir_beneath(u, u->rel, dir_len, false, &dfd);
+    if (r < 0)
+        return r;
+    int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+    _cleanup_close_ int fd = openat(dfd, base, flags | (type == AE_IFDIR ? O_DIRECTORY : 0));
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return entry_error(u, negative_errno(), "cannot open what was written: %m");
+    if ((type == AE_IFDIR) != S_ISDIR(st.st_mode) || !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
+        return entry_error(u, -EINVAL, "what was written is not a %s",
+                           type == AE_IFDIR ? "directory" : "regular file");
+    return set_override(u, fd, u->override);
+}
+
 /* Decides what an entry that is not a whiteout becomes, then lets libarchive write it. */
 static int unpack_file(struct unpack *u, struct archive_entry *entry)
 {
@@ -377,7 +477,9 @@ static int unpack_file(struct unpack *u, struct archive_entry *entry)
         archive_entry_set_perm(entry, perm & ~(mode_t)(S_ISUID | S_ISGID));
         u->stats.dropped_setid++;
     }
-    int r = full_path(u, u->rel, u->path);
+    int r = u->shared ? shared_prepare(u, entry, type, hardlink != NULL) : 0;
+    if (r >= 0)
+        r = full_path(u, u->rel, u->path);
     if (r >= 0 && hardlink)
         r = prepare_hardlink(u, entry, hardlink);
     if (r >= 0 && (type != AE_IFDIR || hardlink))
@@ -396,7 +498,7 @@ static int unpack_file(struct unpack *u, struct archive_entry *entry)
     r = archive_write_finish_entry(u->out);
     if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
         return write_error(u);
-    return 0;
+    return u->shared ? shared_finish(u, type) : 0;
 }
 
 static int unpack_entry(struct unpack *u, struct archive_entry *entry)
@@ -465,18 +567,24 @@ int unpack_layer(int fd, const char *dest, struct unpack_stats *ret_stats, struc
     return unpack_layer_bounded(fd, dest, 0, 0, ret_stats, e);
 }
 
-int unpack_layer_bounded(int fd, const char *dest, uint64_t max_bytes, uint64_t reserve_bytes,
-                         struct unpack_stats *ret_stats, struct errmsg *e)
+static int unpack_run(int fd, const char *dest, uint64_t max_bytes, uint64_t reserve_bytes,
+                      bool shared, struct unpack_stats *ret_stats, struct errmsg *e)
 {
-    _cleanup_(unpack_done) struct unpack u = {
-        .dest_fd = -1, .max_bytes = max_bytes, .reserve_bytes = reserve_bytes, .e = e};
+    _cleanup_(unpack_done) struct unpack u = {.dest_fd = -1,
+                                              .max_bytes = max_bytes,
+                                              .reserve_bytes = reserve_bytes,
+                                              .shared = shared,
+                                              .e = e};
     u.prefix = realpath(dest, NULL);
     if (!u.prefix)
         return errmsg_set(e, negative_errno(), "layer destination '%s': %m", dest);
     u.dest_fd = open(u.prefix, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (u.dest_fd < 0)
         return errmsg_set(e, negative_errno(), "layer destination '%s': %m", u.prefix);
-    int r = unpack_open(&u, fd);
+    u.name = u.prefix;
+    int r = shared ? set_override(&u, u.dest_fd, OVERRIDE_IMPLICIT_DIR) : 0;
+    if (r >= 0)
+        r = unpack_open(&u, fd);
     if (r >= 0)
         r = unpack_entries(&u);
     if (r < 0)
@@ -490,4 +598,16 @@ int unpack_layer_bounded(int fd, const char *dest, uint64_t max_bytes, uint64_t 
     if (ret_stats)
         *ret_stats = u.stats;
     return 0;
+}
+
+int unpack_layer_bounded(int fd, const char *dest, uint64_t max_bytes, uint64_t reserve_bytes,
+                         struct unpack_stats *ret_stats, struct errmsg *e)
+{
+    return unpack_run(fd, dest, max_bytes, reserve_bytes, false, ret_stats, e);
+}
+
+int unpack_layer_shared(int fd, const char *dest, uint64_t max_bytes, uint64_t reserve_bytes,
+                        struct unpack_stats *ret_stats, struct errmsg *e)
+{
+    return unpack_run(fd, dest, max_bytes, reserve_bytes, true, ret_stats, e);
 }

@@ -36,6 +36,28 @@ int unpack_layer(int fd, const char *dest, struct unpack_stats *ret_stats, struc
 int unpack_layer_bounded(int fd, const char *dest, uint64_t max_bytes, uint64_t reserve_bytes,
                          struct unpack_stats *ret_stats, struct errmsg *e);
 
+/* The xattr in which a layer of a node-wide cache keeps an entry's own owner and mode:
+ * "UID:GID:MODE:TYPE", uid and gid in decimal, MODE in four octal digits, TYPE "file" or "dir"
+ * (containers/storage's format, which fuse-overlayfs reads). */
+#define UNPACK_OVERRIDE_XATTR "user.containers.override_stat"
+
+/* unpack_layer_bounded for a node-wide cache (store_open_node), whose layers the cache's owner
+ * writes and every user who was handed their path reads, through fuse-overlayfs:
+ * - regular files are stored 0644, or 0755 if the image gives them any x bit; directories 0755
+ *   (owner-writable while they are filled, as above). Exactly these modes: group and others never
+ *   get write permission on the cache, and setuid, setgid and sticky bits are not stored;
+ * - every regular file and directory carries UNPACK_OVERRIDE_XATTR with the tar header's uid and
+ *   gid and the image's mode less setuid and setgid (the sticky bit is kept, so that /tmp reads
+ *   1777 in the container). Hard links share their inode's. Symbolic links, fifos and whiteouts
+ *   carry none: Linux allows user xattrs only on regular files and directories;
+ * - dest itself, and directories the layer names no entry for (parents of deeper entries), get
+ *   "0:0:0755:dir". fuse-overlayfs applies a layer's override xattrs only if the layer's root
+ *   carries one.
+ * uids and gids outside 0..4294967294 are recorded as 65534 (the kernel's overflow id). Errors
+ * as unpack_layer_bounded; -EOPNOTSUPP if dest's file system has no user xattrs. */
+int unpack_layer_shared(int fd, const char *dest, uint64_t max_bytes, uint64_t reserve_bytes,
+                        struct unpack_stats *ret_stats, struct errmsg *e);
+
 /* Applies one unpacked layer (overlay format, as unpack_layer writes it) on top of target, the
  * way overlayfs would show it: a whiteout deletes target's entry, an opaque directory replaces
  * target's directory, everything else is copied (regular files by copy_file_range or a reflink

@@ -1,8 +1,11 @@
 /* The runtime against real namespaces: layers built from busybox in a temp dir (one with a
- * whiteout and an opaque directory, 45 more for a deep image), containers run in every rootfs
- * mode. Runs as root and as an ordinary user; skipped where user namespaces are refused. */
+ * whiteout and an opaque directory, 45 more for a deep image, two stored as the node cache
+ * stores them for fuse-overlayfs), containers run in every rootfs mode. Runs as root and as an
+ * ordinary user; skipped where user namespaces are refused. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -25,6 +28,7 @@
 #include "test-skip.h"
 
 #include "lib/macro.h"
+#include "capsule/runtime/fuse-root.h"
 #include "capsule/runtime/rootfs.h"
 #include "capsule/runtime/runtime.h"
 
@@ -32,7 +36,7 @@
 
 static char tmp[256];
 static char base_layer[300], top_layer[300], odd_layer[300], out_dir[300], home_dir[300],
-    data_dir[300], scratch_dir[300], host_dir[300];
+    data_dir[300], scratch_dir[300], host_dir[300], nc_base[300], nc_top[300];
 static char *deep_layers[N_DEEP];
 
 static char *slurp(const char *path)
@@ -158,6 +162,56 @@ static void make_top_layer(void)
     put_file(path, "top\n");
 }
 
+static void set_override(const char *layer, const char *path, const char *value)
+{
+    char p[4096];
+    snprintf(p, sizeof(p), "%s/%s", layer, path);
+    assert_int_equal(lsetxattr(p, "user.containers.override_stat", value, strlen(value), 0), 0);
+}
+
+/* Every regular file and directory of a node cache layer has its override_stat: fuse-overlayfs
+ * (1.10) fails a directory with ENODATA where one of them lacks it. */
+static int override_one(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+    char value[64];
+    if (type != FTW_F && type != FTW_D)
+        return 0;
+    if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
+        return 0;
+    snprintf(value, sizeof(value), "0:0:%04o:%s", (unsigned)(st->st_mode & 07777),
+             S_ISDIR(st->st_mode) ? "dir" : "file");
+    return lsetxattr(path, "user.containers.override_stat", value, strlen(value), 0);
+}
+
+/* Two layers as the node cache stores them: the base's files (busybox, etc) plus an image's
+ * /etc/shadow (0600) and /root (0700), widened on disk to 0644 and 0755, the image's modes in
+ * override_stat xattrs (the one on each layer root is what makes fuse-overlayfs read them);
+ * the top one with a whiteout and a changed file, in a directory whose name has a ',' (escaped
+ * in fuse-overlayfs' options). Owned by nobody where we may give them away. */
+static void make_node_cache_layers(void)
+{
+    char cmd[4096], path[4096];
+    snprintf(cmd, sizeof(cmd), "cp -a %s %s", base_layer, nc_base);
+    assert_int_equal(system(cmd), 0);
+    snprintf(path, sizeof(path), "%s/etc/shadow", nc_base);
+    put_file(path, "secret\n");
+    assert_int_equal(chmod(path, 0644), 0);
+    mkdirs("%s/root", nc_base);
+    assert_int_equal(nftw(nc_base, override_one, 16, FTW_PHYS), 0);
+    set_override(nc_base, "etc/shadow", "0:0:0600:file");
+    set_override(nc_base, "root", "0:0:0700:dir");
+    mkdirs("%s/etc", nc_top);
+    snprintf(path, sizeof(path), "%s/etc/gone", nc_top);
+    assert_int_equal(mknod(path, S_IFCHR | 0600, makedev(0, 0)), 0);
+    snprintf(path, sizeof(path), "%s/etc/kept", nc_top);
+    put_file(path, "top\n");
+    assert_int_equal(nftw(nc_top, override_one, 16, FTW_PHYS), 0);
+    if (getuid() == 0) {
+        snprintf(cmd, sizeof(cmd), "chown -R 65534:65534 '%s' '%s'", nc_base, nc_top);
+        assert_int_equal(system(cmd), 0);
+    }
+}
+
 static void make_deep_layers(void)
 {
     for (int i = 0; i < N_DEEP; i++) {
@@ -198,6 +252,8 @@ static int group_setup(void **state)
     snprintf(data_dir, sizeof(data_dir), "%s/data", tmp);
     snprintf(scratch_dir, sizeof(scratch_dir), "%s/scratch", tmp);
     snprintf(host_dir, sizeof(host_dir), "%s/host", tmp);
+    snprintf(nc_base, sizeof(nc_base), "%s/nc-base", tmp);
+    snprintf(nc_top, sizeof(nc_top), "%s/nc,top", tmp);
     mkdirs("%s", out_dir);
     mkdirs("%s", home_dir);
     mkdirs("%s", data_dir);
@@ -212,6 +268,7 @@ static int group_setup(void **state)
     make_top_layer();
     make_odd_layer();
     make_deep_layers();
+    make_node_cache_layers();
     return 0;
 }
 
@@ -761,10 +818,13 @@ static void test_signal_forwarding(void **state)
     signal_forwarding(true);
 }
 
+static void fuse_job(struct job *j, const char *script);
+
 /* Ctrl-C on a terminal reaches every process of the foreground group, capsule included:
  * capsule survives it, returns the command's status, and the command sees it once; a command
- * that left the terminal's process group (setsid) gets it forwarded. */
-static void terminal_interrupt(bool pid_ns, bool own_session)
+ * that left the terminal's process group (setsid) gets it forwarded. fuse: the root through
+ * fuse-overlayfs, which the terminal's signal must not reach. */
+static void terminal_interrupt(bool pid_ns, bool own_session, bool fuse)
 {
     int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
     assert_true(master >= 0);
@@ -784,7 +844,10 @@ static void terminal_interrupt(bool pid_ns, bool own_session)
         struct job j;
         const char *script = "trap 'echo INT >> /out/ints' INT; touch /out/ready; "
                              "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.1; done; exit 3";
-        job_init(&j, script);
+        if (fuse)
+            fuse_job(&j, script);
+        else
+            job_init(&j, script);
         if (own_session) {
             j.argv[0] = "setsid";
             j.argv[1] = "sh";
@@ -816,10 +879,10 @@ static void terminal_interrupt(bool pid_ns, bool own_session)
 
 static void test_terminal_interrupt(void **state)
 {
-    terminal_interrupt(false, false);
-    terminal_interrupt(true, false);
-    terminal_interrupt(false, true);
-    terminal_interrupt(true, true);
+    terminal_interrupt(false, false, false);
+    terminal_interrupt(true, false, false);
+    terminal_interrupt(false, true, false);
+    terminal_interrupt(true, true, false);
 }
 
 /* A named container's own upper layer: changes persist from one run to the next. */
@@ -1001,6 +1064,311 @@ static void test_probes(void **state)
     assert_int_equal(r, 0);
 }
 
+/* ---- node cache layers through fuse-overlayfs ---- */
+
+#define FUSE_OVERLAYFS "/usr/bin/fuse-overlayfs"
+
+static void fuse_skip_unless_usable(void)
+{
+    struct errmsg e = {{0}};
+    if (runtime_probe_fuse_overlayfs(FUSE_OVERLAYFS, &e) < 0) {
+        print_message("fuse-overlayfs unusable: %s\n", e.text);
+        test_skip("fuse-overlayfs unusable here");
+    }
+}
+
+static void fuse_job(struct job *j, const char *script)
+{
+    job_init(j, script);
+    j->layers[0] = nc_base;
+    j->layers[1] = nc_top;
+    j->spec.fuse_overlayfs = FUSE_OVERLAYFS;
+}
+
+/* fuse-overlayfs processes of this test's runs (their mount point is in our temp dir). */
+static int count_fuse_processes(void)
+{
+    DIR *d = opendir("/proc");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char path[300], buf[8192];
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t len = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+        if (fd >= 0)
+            close(fd);
+        if (len <= 0)
+            continue;
+        buf[len] = '\0';
+        bool ours = false;
+        for (char *a = buf; a < buf + len; a += strlen(a) + 1)
+            ours |= strstr(a, tmp) != NULL;
+        n += ours && strstr(buf, "fuse-overlayfs") != NULL;
+    }
+    closedir(d);
+    return n;
+}
+
+static bool wait_no_fuse_processes(void)
+{
+    for (int i = 0; i < 500; i++) {
+        if (count_fuse_processes() == 0)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+/* The image's modes and owners as the container user sees them, a copy-up that keeps them, new
+ * files under the umask, the top layer's whiteout; the layers on disk untouched. */
+static void test_fuse_root_modes(void **state)
+{
+    fuse_skip_unless_usable();
+    struct job j;
+    fuse_job(&j, "test \"$(stat -c '%a %u' /etc/shadow)\" = '600 0' && "
+                 "test \"$(stat -c '%a %u' /root)\" = '700 0' && "
+                 "test \"$(stat -c '%a %u' /etc)\" = '755 0' && "
+                 "test \"$(cat /etc/shadow)\" = secret && echo more >> /etc/shadow && "
+                 "test \"$(stat -c '%a %u' /etc/shadow)\" = '600 0' && "
+                 "test \"$(tail -n 1 /etc/shadow)\" = more && umask 022 && touch /newfile && "
+                 "test \"$(stat -c '%a %u' /newfile)\" = '644 0' && test ! -e /etc/gone && "
+                 "test \"$(cat /etc/kept)\" = top && test -x /bin/busybox && "
+                 "grep ' / / ' /proc/self/mountinfo | grep -q ' - fuse.fuse-overlayfs '");
+    j.spec.remap_root = true;
+    j.spec.writable = true;
+    assert_int_equal(job_run(&j), 0);
+    assert_int_equal(count_fuse_processes(), 0);
+    /* Without remap_root the files are the caller's inside; the root is read-only, and the
+     * changes of the run before are gone (a tmpfs upper). */
+    char script[4096];
+    snprintf(script, sizeof(script),
+             "test \"$(stat -c '%%a %%u' /etc/shadow)\" = '600 %u' && "
+             "test \"$(cat /etc/shadow)\" = secret && ! touch /x 2>/dev/null && "
+             "! (echo x >> /etc/shadow) 2>/dev/null && test ! -e /newfile && "
+             "grep ' / / ' /proc/self/mountinfo | grep -q ' / / ro,.* - fuse.fuse-overlayfs '",
+             getuid());
+    fuse_job(&j, script);
+    assert_int_equal(job_run(&j), 0);
+    /* fuse-overlayfs' tmpfs in a directory that the home directory's recursive bind shows:
+     * it stays out of the container. */
+    char scratch[1024];
+    snprintf(scratch, sizeof(scratch), "%s/scratch", home_dir);
+    mkdirs("%s", scratch);
+    fuse_job(&j,
+             "test \"$(cat /etc/shadow)\" = secret && ! grep -q capsule-fuse /proc/self/mountinfo");
+    j.spec.scratch_dir = scratch;
+    assert_int_equal(job_run(&j), 0);
+    assert_int_equal(rmdir(scratch), 0);
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/etc/shadow", nc_base);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0644);
+    _cleanup_free_ char *shadow = slurp(path);
+    assert_string_equal(shadow, "secret\n");
+    assert_int_equal(count_fuse_processes(), 0);
+}
+
+/* fuse-overlayfs ends with the container, however it ends. */
+static void test_fuse_root_lifetime(void **state)
+{
+    fuse_skip_unless_usable();
+    struct job j;
+    fuse_job(&j, "exit 3");
+    assert_int_equal(job_run(&j), 3);
+    assert_int_equal(count_fuse_processes(), 0);
+    fuse_job(&j, "kill -KILL $$");
+    assert_int_equal(job_run(&j), 137);
+    assert_int_equal(count_fuse_processes(), 0);
+    fuse_job(&j, "test $$ = 2 && exit 4");
+    j.spec.pid_ns = true;
+    assert_int_equal(job_run(&j), 4);
+    assert_int_equal(count_fuse_processes(), 0);
+    /* A command that cannot start, and a setup that fails after the root is mounted. */
+    fuse_job(&j, "");
+    j.argv[0] = (char *)"no-such-command";
+    j.argv[1] = NULL;
+    struct errmsg e = {{0}};
+    int code = -1;
+    assert_int_equal(runtime_run(&j.spec, &code, &e), -ENOENT);
+    assert_int_equal(count_fuse_processes(), 0);
+    fuse_job(&j, "true");
+    j.mounts[1] = (struct mount_entry){.source = "/no/such/dir", .target = "/x"};
+    j.spec.n_mounts = 2;
+    assert_int_equal(runtime_run(&j.spec, &code, &e), -ENOENT);
+    assert_int_equal(count_fuse_processes(), 0);
+
+    /* capsule itself killed while the container runs: fuse-overlayfs dies with it. */
+    char ready[4096];
+    snprintf(ready, sizeof(ready), "%s/ready", out_dir);
+    unlink(ready);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        fuse_job(&j, "touch /out/ready; exec sleep 30");
+        _exit(runtime_run(&j.spec, &code, &e) < 0 ? 99 : code);
+    }
+    assert_true(wait_for_file(ready));
+    assert_int_equal(count_fuse_processes(), 1);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(wait_no_fuse_processes());
+    unlink(ready);
+    /* All it leaves is the empty directory its tmpfs was on (in namespaces now gone). */
+    DIR *d = opendir(scratch_dir);
+    assert_non_null(d);
+    int left = 0;
+    for (struct dirent *de; (de = readdir(d));)
+        if (strncmp(de->d_name, "capsule-fuse-", 13) == 0) {
+            assert_int_equal(unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR), 0);
+            left++;
+        }
+    closedir(d);
+    assert_int_equal(left, 1);
+}
+
+/* Ctrl-C on the terminal reaches the command, which traps it and goes on reading its root. */
+static void test_fuse_root_terminal_interrupt(void **state)
+{
+    fuse_skip_unless_usable();
+    terminal_interrupt(false, false, true);
+    terminal_interrupt(true, false, true);
+    assert_int_equal(count_fuse_processes(), 0);
+}
+
+/* capsule exec into a container on fuse-overlayfs sees what its command sees. */
+static void test_fuse_root_exec(void **state)
+{
+    fuse_skip_unless_usable();
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    pid_t capsule = fork();
+    assert_true(capsule >= 0);
+    if (capsule == 0) {
+        close(p[0]);
+        struct started s = {.fd = p[1]};
+        struct job j;
+        fuse_job(&j, "touch /out/ready; exec sleep 30");
+        j.spec.pid_ns = true;
+        j.spec.remap_root = true;
+        j.spec.on_started = on_started;
+        j.spec.userdata = &s;
+        struct errmsg e = {{0}};
+        int code = -1;
+        _exit(runtime_run(&j.spec, &code, &e) < 0 ? 99 : code);
+    }
+    close(p[1]);
+    pid_t init = 0;
+    assert_int_equal(read(p[0], &init, sizeof(init)), sizeof(init));
+    close(p[0]);
+    char ready[4096];
+    snprintf(ready, sizeof(ready), "%s/ready", out_dir);
+    assert_true(wait_for_file(ready));
+    unlink(ready);
+    char *argv[] = {"sh", "-c",
+                    "test \"$(stat -c '%a %u' /etc/shadow)\" = '600 0' && "
+                    "test \"$(cat /etc/shadow)\" = secret && exit 5",
+                    NULL};
+    char *env[] = {"PATH=/bin", NULL};
+    struct errmsg e = {{0}};
+    int code = -1;
+    struct runtime_exec_spec x = {.argv = argv, .env = env, .remap_root = true};
+    assert_int_equal(runtime_exec(init, &x, &code, &e), 0);
+    assert_int_equal(code, 5);
+    assert_int_equal(kill(capsule, SIGTERM), 0);
+    int status;
+    assert_int_equal(waitpid(capsule, &status, 0), capsule);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 143);
+    assert_int_equal(count_fuse_processes(), 0);
+}
+
+/* A named container's upper directory: changes through fuse-overlayfs stay, with their modes. */
+static void test_fuse_root_named(void **state)
+{
+    fuse_skip_unless_usable();
+    char upper[1024], work[1024], path[4096];
+    snprintf(upper, sizeof(upper), "%s/fnamed/upper", tmp);
+    snprintf(work, sizeof(work), "%s/fnamed/work", tmp);
+    mkdirs("%s", upper);
+    mkdirs("%s", work);
+    struct job j;
+    fuse_job(&j, "echo kept >> /etc/shadow && touch /persist && rm /etc/kept");
+    j.spec.upper_dir = upper;
+    j.spec.work_dir = work;
+    j.spec.writable = true;
+    j.spec.remap_root = true;
+    assert_int_equal(job_run(&j), 0);
+    snprintf(path, sizeof(path), "%s/persist", upper);
+    assert_int_equal(access(path, F_OK), 0);
+    fuse_job(&j, "test -e /persist && test ! -e /etc/kept && "
+                 "test \"$(stat -c '%a %u' /etc/shadow)\" = '600 0' && "
+                 "test \"$(tail -n 1 /etc/shadow)\" = kept && ! touch /x 2>/dev/null");
+    j.spec.upper_dir = upper;
+    j.spec.work_dir = work;
+    j.spec.remap_root = true;
+    assert_int_equal(job_run(&j), 0);
+    assert_int_equal(count_fuse_processes(), 0);
+}
+
+/* What cannot work says so, and why; nothing stays behind. */
+static void test_fuse_root_errors(void **state)
+{
+    fuse_skip_unless_usable();
+    struct job j;
+    struct errmsg e = {{0}};
+    int code = -1;
+    fuse_job(&j, "true");
+    j.spec.fuse_overlayfs = "/no/such/fuse-overlayfs";
+    assert_int_equal(runtime_run(&j.spec, &code, &e), -ENOENT);
+    assert_non_null(strstr(e.text, "apt install fuse-overlayfs"));
+    assert_int_equal(runtime_probe_fuse_overlayfs("/no/such/fuse-overlayfs", &e), -ENOENT);
+    fuse_job(&j, "true");
+    j.spec.fuse_overlayfs = "fuse-overlayfs";
+    assert_int_equal(runtime_run(&j.spec, &code, &e), -EINVAL);
+    /* A layer path fuse-overlayfs would split. */
+    char odd[1024];
+    snprintf(odd, sizeof(odd), "%s/a:b", tmp);
+    mkdirs("%s", odd);
+    fuse_job(&j, "true");
+    j.layers[1] = odd;
+    assert_int_equal(runtime_run(&j.spec, &code, &e), -EINVAL);
+    assert_non_null(strstr(e.text, odd));
+    /* A copy would lose the image's modes. */
+    fuse_job(&j, "true");
+    j.spec.rootfs_mode = RUNTIME_ROOTFS_COPY;
+    assert_int_equal(runtime_run(&j.spec, &code, &e), -EINVAL);
+    /* fuse-overlayfs failing: its own words in the message. */
+    char bad[1024];
+    snprintf(bad, sizeof(bad), "%s/bad-fuse", tmp);
+    put_file(bad, "#!/bin/sh\necho 'unknown option frobnicate' >&2\nexit 2\n");
+    assert_int_equal(chmod(bad, 0755), 0);
+    fuse_job(&j, "true");
+    j.spec.fuse_overlayfs = bad;
+    assert_int_equal(runtime_run(&j.spec, &code, &e), -EIO);
+    assert_non_null(strstr(e.text, "unknown option frobnicate"));
+    assert_non_null(strstr(e.text, "exit status 2"));
+    assert_int_equal(count_fuse_processes(), 0);
+    /* One that never mounts is given up on, and killed. */
+    char slow[1024];
+    snprintf(slow, sizeof(slow), "%s/slow-fuse-overlayfs", tmp);
+    put_file(slow, "#!/bin/sh\necho 'still reading layers' >&2\nwhile :; do sleep 1; done\n");
+    assert_int_equal(chmod(slow, 0755), 0);
+    fuse_job(&j, "true");
+    j.spec.fuse_overlayfs = slow;
+    fuse_root_timeout_ms = 300;
+    int r = runtime_run(&j.spec, &code, &e);
+    fuse_root_timeout_ms = FUSE_ROOT_TIMEOUT_MS;
+    assert_int_equal(r, -ETIMEDOUT);
+    assert_non_null(strstr(e.text, "still reading layers"));
+    assert_true(wait_no_fuse_processes());
+}
+
 /* Last: no run before left a mount in our namespace, files in scratch or in /out. */
 static void test_nothing_left(void **state)
 {
@@ -1050,6 +1418,12 @@ int main(void)
         cmocka_unit_test(test_exec_into_container),
         cmocka_unit_test(test_on_started_failure),
         cmocka_unit_test(test_probes),
+        cmocka_unit_test(test_fuse_root_modes),
+        cmocka_unit_test(test_fuse_root_lifetime),
+        cmocka_unit_test(test_fuse_root_terminal_interrupt),
+        cmocka_unit_test(test_fuse_root_exec),
+        cmocka_unit_test(test_fuse_root_named),
+        cmocka_unit_test(test_fuse_root_errors),
         cmocka_unit_test(test_nothing_left),
     };
     const char *why = runtime_unavailable();

@@ -20,8 +20,11 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
 
 #include <cmocka.h>
 
@@ -42,6 +45,8 @@ struct ctx {
     char base[64];
     char root[128]; /* the cache, not yet created */
     struct store *s;
+    char node_root[128]; /* a node cache, opened by the tests that use one */
+    struct store *node;
 };
 
 static int setup(void **state)
@@ -52,6 +57,7 @@ static int setup(void **state)
         return -1;
     /* Two levels that do not exist yet, like ~/.cache/capsule on a fresh account. */
     snprintf(c->root, sizeof(c->root), "%s/home/.cache/capsule", c->base);
+    snprintf(c->node_root, sizeof(c->node_root), "%s/var/cache/capsule", c->base);
     struct errmsg e = {""};
     if (store_open(c->root, &c->s, &e) < 0) {
         fprintf(stderr, "%s\n", e.text);
@@ -65,6 +71,7 @@ static int teardown(void **state)
 {
     struct ctx *c = *state;
     store_free(c->s);
+    store_free(c->node);
     int r = rm_tree(c->base);
     free(c);
     return r;
@@ -736,6 +743,480 @@ static void test_scratch_dirs(void **state)
     assert_int_equal(left, 0);
 }
 
+/* ---- a node store ---- */
+
+static void open_node(struct ctx *c)
+{
+    struct errmsg e = {""};
+    if (store_open_node(c->node_root, &c->node, &e) < 0)
+        fail_msg("store_open_node: %s", e.text);
+}
+
+static void assert_dir_mode(const char *root, const char *rel, mode_t want)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/%s", root, rel);
+    struct stat st;
+    assert_int_equal(lstat(p, &st), 0);
+    if (st.st_mode != want)
+        fail_msg("'%s': mode %o, want %o", p, (unsigned)st.st_mode, (unsigned)want);
+}
+
+/* The layout's modes are exact, whatever the umask and whatever they were before. */
+static void test_node_layout(void **state)
+{
+    struct ctx *c = *state;
+    umask(0);
+    open_node(c);
+    assert_true(store_is_node(c->node));
+    assert_false(store_is_node(c->s));
+    assert_dir_mode(c->node_root, ".", S_IFDIR | 0711);
+    assert_dir_mode(c->node_root, "layers", S_IFDIR | 0711);
+    const char *private[] = {"blobs", "blobs/sha256", "images", "tmp", "locks"};
+    for (size_t i = 0; i < ELEMENTSOF(private); i++)
+        assert_dir_mode(c->node_root, private[i], S_IFDIR | 0700);
+    assert_dir_mode(c->node_root, "node.key", S_IFREG | 0600);
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/layers/sha256", c->node_root);
+    assert_false(exists(p));
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/node.key", c->node_root);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_size, 32);
+
+    /* Opened again after someone made layers/ listable: it is not any more. */
+    store_free(TAKE_PTR(c->node));
+    snprintf(p, sizeof(p), "%s/layers", c->node_root);
+    assert_int_equal(chmod(p, 0755), 0);
+    snprintf(p, sizeof(p), "%s/images", c->node_root);
+    assert_int_equal(chmod(p, 0755), 0);
+    open_node(c);
+    assert_dir_mode(c->node_root, "layers", S_IFDIR | 0711);
+    assert_dir_mode(c->node_root, "images", S_IFDIR | 0700);
+}
+
+static void read_key(const struct ctx *c, unsigned char key[32])
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/node.key", c->node_root);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(read(fd, key, 32), 32);
+    close(fd);
+}
+
+/* HMAC-SHA256(key, digest) in hex, computed here with OpenSSL's EVP_MAC, not the store's code. */
+static void expected_name(const unsigned char key[32], const char *digest, char out[65])
+{
+    unsigned char mac[32];
+    size_t len = 0;
+    assert_non_null(EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, key, 32,
+                              (const unsigned char *)digest, strlen(digest), mac, sizeof(mac),
+                              &len));
+    assert_int_equal(len, 32);
+    for (size_t i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", mac[i]);
+}
+
+static void test_node_layer_names(void **state)
+{
+    struct ctx *c = *state;
+    open_node(c);
+    char d[DIGEST_STRING_MAX], want[PATH_MAX], name[65];
+    sha("layer-1", d);
+    unsigned char key[32];
+    read_key(c, key);
+    expected_name(key, d, name);
+    snprintf(want, sizeof(want), "%s/layers/%s", c->node_root, name);
+    char *path = NULL;
+    assert_int_equal(store_layer_path(c->node, d, &path), 0);
+    assert_string_equal(path, want);
+    assert_null(strstr(path, digest_hex(d)));
+    free(path);
+
+    /* The key is made once and read back: another open (another service) finds the same. */
+    struct store *again = NULL;
+    struct errmsg e = {""};
+    assert_int_equal(store_open_node(c->node_root, &again, &e), 0);
+    assert_int_equal(store_layer_path(again, d, &path), 0);
+    assert_string_equal(path, want);
+    free(path);
+    store_free(again);
+    unsigned char key2[32];
+    read_key(c, key2);
+    assert_memory_equal(key, key2, 32);
+
+    /* The name is what lock, tmpdir, commit and has_layer use. */
+    int lock = -1;
+    assert_int_equal(store_layer_lock(c->node, d, true, true, &lock, &e), 0);
+    snprintf(want, sizeof(want), "%s/locks/%s.lock", c->node_root, name);
+    assert_true(exists(want));
+    char *tmp = NULL;
+    assert_int_equal(store_layer_tmpdir(c->node, d, &tmp, &e), 0);
+    snprintf(want, sizeof(want), "%s/tmp/%s.", c->node_root, name);
+    assert_int_equal(strncmp(tmp, want, strlen(want)), 0);
+    assert_false(store_has_layer(c->node, d));
+    assert_int_equal(store_layer_commit(c->node, d, tmp, &e), 0);
+    assert_true(store_has_layer(c->node, d));
+    snprintf(want, sizeof(want), "%s/layers/%s", c->node_root, name);
+    assert_dir_mode(c->node_root, want + strlen(c->node_root) + 1, S_IFDIR | 0755);
+    free(tmp);
+    close(lock);
+    assert_int_equal(store_layer_path(c->node, "sha256:nothex", &path), -EINVAL);
+
+    /* A per-user store beside it still names layers by digest. */
+    assert_int_equal(store_layer_path(c->s, d, &path), 0);
+    snprintf(want, sizeof(want), "%s/layers/sha256/%s", c->root, digest_hex(d));
+    assert_string_equal(path, want);
+    free(path);
+}
+
+/* Services that start at once on a fresh cache agree on one key. */
+static void test_node_key_race(void **state)
+{
+    struct ctx *c = *state;
+    enum { N = 6 };
+    int go[2], out[2];
+    assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+    char d[DIGEST_STRING_MAX];
+    sha("layer-1", d);
+    pid_t pids[N];
+    for (int i = 0; i < N; i++) {
+        pids[i] = fork();
+        assert_true(pids[i] >= 0);
+        if (pids[i] == 0) {
+            close(go[1]);
+            char x;
+            (void)read(go[0], &x, 1); /* all start together */
+            struct store *s = NULL;
+            char *path = NULL, line[PATH_MAX];
+            if (store_open_node(c->node_root, &s, NULL) < 0 || store_layer_path(s, d, &path) < 0)
+                _exit(1);
+            int n = snprintf(line, sizeof(line), "%-200s", path);
+            _exit(write(out[1], line, n) == n ? 0 : 2);
+        }
+    }
+    close(go[0]);
+    close(go[1]);
+    close(out[1]);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(child_status(pids[i]), 0);
+    char first[201] = "", line[201];
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(read(out[0], line, 200), 200);
+        line[200] = '\0';
+        if (i == 0)
+            memcpy(first, line, sizeof(first));
+        assert_string_equal(line, first);
+    }
+    close(out[0]);
+    /* No leftovers of the losers' keys. */
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", c->node_root);
+    DIR *dir = opendir(tmp);
+    assert_non_null(dir);
+    int n = 0;
+    for (struct dirent *de; (de = readdir(dir));)
+        n += de->d_name[0] != '.';
+    closedir(dir);
+    assert_int_equal(n, 0);
+}
+
+static void test_node_bad_key(void **state)
+{
+    struct ctx *c = *state;
+    open_node(c);
+    store_free(TAKE_PTR(c->node));
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/node.key", c->node_root);
+    struct errmsg e = {""};
+    struct store *s = NULL;
+    const char *bad[] = {"", "short", "0123456789012345678901234567890123"};
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+        write_file(p, bad[i]);
+        assert_int_equal(chmod(p, 0600), 0);
+        assert_int_equal(store_open_node(c->node_root, &s, &e), -EBADMSG);
+        assert_non_null(strstr(e.text, p));
+        assert_non_null(strstr(e.text, "not 32"));
+    }
+    write_file(p, "0123456789abcdef0123456789abcdef");
+    assert_int_equal(chmod(p, 0644), 0);
+    assert_int_equal(store_open_node(c->node_root, &s, &e), -EPERM);
+    assert_non_null(strstr(e.text, p));
+    assert_int_equal(chmod(p, 0600), 0);
+    assert_int_equal(store_open_node(c->node_root, &s, &e), 0);
+    store_free(s);
+}
+
+/* A layer blob in the store's blobs/, as a pull leaves it. */
+static void node_layer_blob(struct ctx *c, char digest[DIGEST_STRING_MAX])
+{
+    char file[PATH_MAX];
+    snprintf(file, sizeof(file), "%s/node-layer.tar.gz", c->base);
+    struct archive *a = archive_write_new();
+    archive_write_set_format_pax_restricted(a);
+    archive_write_add_filter_gzip(a);
+    assert_int_equal(archive_write_open_filename(a, file), ARCHIVE_OK);
+    struct {
+        const char *name;
+        mode_t type, perm;
+        int uid;
+    } entries[] = {
+        {"etc", AE_IFDIR, 0755, 0},         {"etc/shadow", AE_IFREG, 0600, 0},
+        {"root", AE_IFDIR, 0700, 0},        {"usr/bin/tool", AE_IFREG, 0711, 0},
+        {"home/u/f", AE_IFREG, 0640, 1000},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(entries); i++) {
+        struct archive_entry *e = archive_entry_new();
+        archive_entry_set_pathname(e, entries[i].name);
+        archive_entry_set_filetype(e, entries[i].type);
+        archive_entry_set_perm(e, entries[i].perm);
+        archive_entry_set_uid(e, entries[i].uid);
+        archive_entry_set_gid(e, entries[i].uid);
+        archive_entry_set_size(e, entries[i].type == AE_IFREG ? 2 : 0);
+        assert_int_equal(archive_write_header(a, e), ARCHIVE_OK);
+        if (entries[i].type == AE_IFREG)
+            assert_int_equal(archive_write_data(a, "x\n", 2), 2);
+        archive_entry_free(e);
+    }
+    assert_int_equal(archive_write_close(a), ARCHIVE_OK);
+    archive_write_free(a);
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    char buf[8192];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    close(fd);
+    assert_true(n > 0 && n < (ssize_t)sizeof(buf));
+    digest_sha256(buf, (size_t)n, digest);
+    struct errmsg e = {""};
+    assert_int_equal(store_blob_write(c->node, digest, buf, (size_t)n, &e), 0);
+}
+
+static const char *xattr_at(const char *dir, const char *rel)
+{
+    static char v[128];
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    ssize_t n = lgetxattr(p, UNPACK_OVERRIDE_XATTR, v, sizeof(v) - 1);
+    v[n < 0 ? 0 : n] = '\0';
+    return v;
+}
+
+/* store_layer_unpack in a node store: readable by all, the image's modes in the xattrs. */
+static void test_node_layer_unpack(void **state)
+{
+    struct ctx *c = *state;
+    umask(077);
+    open_node(c);
+    char d[DIGEST_STRING_MAX];
+    node_layer_blob(c, d);
+    struct errmsg e = {""};
+    int lock = -1;
+    assert_int_equal(store_layer_lock(c->node, d, true, true, &lock, &e), 0);
+    int r = store_layer_unpack(c->node, d, 0, false, &e);
+    if (r == -EOPNOTSUPP)
+        test_skip("no user xattrs on /tmp here");
+    assert_int_equal(r, 0);
+    close(lock);
+    assert_true(store_has_layer(c->node, d));
+    assert_false(store_has_blob(c->node, d));
+    char *dir = NULL;
+    assert_int_equal(store_layer_path(c->node, d, &dir), 0);
+    assert_dir_mode(dir, ".", S_IFDIR | 0755);
+    assert_string_equal(xattr_at(dir, "."), "0:0:0755:dir");
+    assert_dir_mode(dir, "etc/shadow", S_IFREG | 0644);
+    assert_string_equal(xattr_at(dir, "etc/shadow"), "0:0:0600:file");
+    assert_dir_mode(dir, "root", S_IFDIR | 0755);
+    assert_string_equal(xattr_at(dir, "root"), "0:0:0700:dir");
+    assert_dir_mode(dir, "usr", S_IFDIR | 0755);
+    assert_string_equal(xattr_at(dir, "usr"), "0:0:0755:dir");
+    assert_dir_mode(dir, "usr/bin/tool", S_IFREG | 0755);
+    assert_string_equal(xattr_at(dir, "usr/bin/tool"), "0:0:0711:file");
+    assert_string_equal(xattr_at(dir, "home/u/f"), "1000:1000:0640:file");
+    free(dir);
+}
+
+static void node_layer(struct store *s, const char *name, char out[DIGEST_STRING_MAX])
+{
+    sha(name, out);
+    assert_int_equal(ensure_layer(s, out, NULL), 1);
+}
+
+/* The node store as pulls from registry x.io see it (the registry of the records below). */
+static struct store *x_io(struct ctx *c)
+{
+    struct store *v = NULL;
+    struct errmsg e = {""};
+    if (store_node_view(c->node, "x.io", &v, &e) < 0)
+        fail_msg("store_node_view: %s", e.text);
+    return v;
+}
+
+/* One digest from two registries is two layers, each named HMAC(key, "REGISTRY\nDIGEST"): what
+ * one registry says about a layer cannot reach the other's. */
+static void test_node_view_names(void **state)
+{
+    struct ctx *c = *state;
+    make_layer_file(c->base);
+    open_node(c);
+    struct store *x = x_io(c), *y = NULL, *bad = NULL;
+    struct errmsg e = {""};
+    assert_int_equal(store_node_view(c->node, "y.io:5000", &y, &e), 0);
+    assert_int_equal(store_node_view(c->s, "x.io", &bad, &e), -EINVAL);
+    char d[DIGEST_STRING_MAX];
+    sha("shared bytes", d);
+    char *px = NULL, *py = NULL, *pn = NULL;
+    assert_int_equal(store_layer_path(x, d, &px), 0);
+    assert_int_equal(store_layer_path(y, d, &py), 0);
+    assert_int_equal(store_layer_path(c->node, d, &pn), 0);
+    assert_string_not_equal(px, py);
+    assert_string_not_equal(px, pn);
+    unsigned char key[32];
+    read_key(c, key);
+    char scoped[160], name[65], want[PATH_MAX];
+    snprintf(scoped, sizeof(scoped), "x.io\n%s", d);
+    expected_name(key, scoped, name);
+    snprintf(want, sizeof(want), "%s/layers/%s", c->node_root, name);
+    assert_string_equal(px, want);
+    /* A view's layer is the store's: made through the view, seen by another view of x.io. */
+    node_layer(x, "shared bytes", d);
+    struct store *x2 = x_io(c);
+    assert_true(store_has_layer(x2, d));
+    assert_false(store_has_layer(y, d));
+    assert_false(store_has_layer(c->node, d));
+    free(px);
+    free(py);
+    free(pn);
+    store_free(x);
+    store_free(x2);
+    store_free(y);
+}
+
+/* gc in a node store finds the live layers through their names. */
+static void test_node_gc(void **state)
+{
+    struct ctx *c = *state;
+    make_layer_file(c->base);
+    open_node(c);
+    char used[DIGEST_STRING_MAX], unused[DIGEST_STRING_MAX], kept[DIGEST_STRING_MAX],
+        busy[DIGEST_STRING_MAX], elsewhere[DIGEST_STRING_MAX];
+    struct store *x = x_io(c);
+    node_layer(x, "used", used);
+    node_layer(c->node, "unused", unused);
+    node_layer(c->node, "kept", kept);
+    node_layer(c->node, "busy", busy);
+    /* The record's layer as another registry's: a layer of its own, which no record names. */
+    struct store *other = NULL;
+    struct errmsg ve = {""};
+    assert_int_equal(store_node_view(c->node, "other.io", &other, &ve), 0);
+    node_layer(other, "used", elsewhere);
+    const char *layers[] = {"used", NULL};
+    save(c->node, "x.io/app:1", config_a, layers);
+    /* Something in layers/ that is no layer's name is not gc's to judge. */
+    char odd[PATH_MAX];
+    snprintf(odd, sizeof(odd), "%s/layers/lost+found", c->node_root);
+    assert_int_equal(mkdir(odd, 0700), 0);
+
+    struct errmsg e = {""};
+    int lock = -1;
+    assert_int_equal(store_layer_lock(c->node, busy, false, true, &lock, &e), 0);
+    /* gc opens the lock file anew: flock(2) locks on two open files conflict in one process
+     * too, so this stands for a service's unpack that runs. */
+    char *keep[] = {kept, "not-a-digest", NULL};
+    struct store_gc_stats st = {0};
+    assert_int_equal(store_gc(c->node, keep, &st, &e), 0);
+    assert_true(layer_complete(x, used));
+    assert_true(layer_complete(c->node, kept));
+    assert_true(layer_complete(c->node, busy));
+    assert_false(store_has_layer(c->node, unused));
+    assert_false(store_has_layer(other, elsewhere));
+    assert_int_equal(st.layers_removed, 2);
+    assert_int_equal(st.layers_busy, 1);
+    assert_true(exists(odd));
+    close(lock);
+
+    assert_int_equal(store_gc(c->node, NULL, &st, &e), 0);
+    assert_true(store_has_layer(x, used));
+    assert_false(store_has_layer(c->node, kept));
+    assert_false(store_has_layer(c->node, busy));
+    assert_int_equal(st.layers_removed, 2);
+    char layers_dir[PATH_MAX];
+    snprintf(layers_dir, sizeof(layers_dir), "%s/layers", c->node_root);
+    DIR *dir = opendir(layers_dir);
+    assert_non_null(dir);
+    int n = 0;
+    for (struct dirent *de; (de = readdir(dir));)
+        n += de->d_name[0] != '.';
+    closedir(dir);
+    assert_int_equal(n, 2); /* used, lost+found */
+    store_free(x);
+    store_free(other);
+}
+
+/* A new key: the referenced layers move to their new names, old paths lead nowhere, and what
+ * nothing references stays under its old name for gc. */
+static void test_node_rekey(void **state)
+{
+    struct ctx *c = *state;
+    make_layer_file(c->base);
+    open_node(c);
+    char used[DIGEST_STRING_MAX], unused[DIGEST_STRING_MAX];
+    struct store *x = x_io(c);
+    node_layer(x, "used", used);
+    node_layer(c->node, "unused", unused);
+    const char *layers[] = {"used", NULL};
+    save(c->node, "x.io/app:1", config_a, layers);
+    save(c->node, "x.io/app:2", config_b, layers); /* one layer, two records: renamed once */
+    char *old_used = NULL, *old_unused = NULL, *path = NULL;
+    assert_int_equal(store_layer_path(x, used, &old_used), 0);
+    assert_int_equal(store_layer_path(c->node, unused, &old_unused), 0);
+    unsigned char old_key[32], key[32];
+    read_key(c, old_key);
+
+    struct errmsg e = {""};
+    int block = -1;
+    assert_int_equal(store_gc_block(c->node, &block, &e), 0);
+    assert_int_equal(store_node_rekey(c->node, &e), -EBUSY);
+    close(block);
+    assert_int_equal(store_node_rekey(c->s, &e), -EINVAL);
+
+    assert_int_equal(store_node_rekey(c->node, &e), 1);
+    read_key(c, key);
+    assert_memory_not_equal(key, old_key, 32);
+    assert_false(exists(old_used));
+    assert_true(exists(old_unused));
+    /* A view made before the new key names by the old one: take a new one. */
+    store_free(x);
+    x = x_io(c);
+    assert_true(layer_complete(x, used));
+    char name[65], want[PATH_MAX], scoped[160];
+    snprintf(scoped, sizeof(scoped), "x.io\n%s", used);
+    expected_name(key, scoped, name);
+    snprintf(want, sizeof(want), "%s/layers/%s", c->node_root, name);
+    assert_int_equal(store_layer_path(x, used, &path), 0);
+    assert_string_equal(path, want);
+    free(path);
+
+    /* Another open reads the new key. */
+    struct store *again = NULL;
+    assert_int_equal(store_open_node(c->node_root, &again, &e), 0);
+    struct store *again_x = NULL;
+    assert_int_equal(store_node_view(again, "x.io", &again_x, &e), 0);
+    assert_true(layer_complete(again_x, used));
+    store_free(again_x);
+    store_free(again);
+
+    struct store_gc_stats st = {0};
+    assert_int_equal(store_gc(c->node, NULL, &st, &e), 0);
+    assert_int_equal(st.layers_removed, 1);
+    assert_false(exists(old_unused));
+    assert_true(layer_complete(x, used));
+    store_free(x);
+    free(old_used);
+    free(old_unused);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -753,6 +1234,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc_tmp_and_pull_block, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scratch_dirs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_layout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_layer_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_view_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_key_race, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_bad_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_layer_unpack, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_gc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_rekey, setup, teardown),
     };
     return test_run_cases(tests);
 }

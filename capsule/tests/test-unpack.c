@@ -113,6 +113,25 @@ static void add_hardlink(struct layer *l, const char *name, const char *target)
     layer_entry(l, name, AE_IFREG, 0644, NULL, NULL, target, 0);
 }
 
+/* A file or directory with its owner, as images have them. */
+static void add_owned(struct layer *l, const char *name, mode_t type, mode_t perm, const char *data,
+                      int64_t uid, int64_t gid)
+{
+    struct archive_entry *e = archive_entry_new();
+    archive_entry_set_pathname(e, name);
+    archive_entry_set_filetype(e, type);
+    archive_entry_set_perm(e, perm);
+    archive_entry_set_mtime(e, T_MTIME, 0);
+    archive_entry_set_uid(e, uid);
+    archive_entry_set_gid(e, gid);
+    size_t len = data ? strlen(data) : 0;
+    archive_entry_set_size(e, len);
+    assert_int_equal(archive_write_header(l->a, e), ARCHIVE_OK);
+    if (len)
+        assert_int_equal(archive_write_data(l->a, data, len), (la_ssize_t)len);
+    archive_entry_free(e);
+}
+
 /* Finishes the archive and returns its fd positioned at the start. */
 static int layer_end(struct layer *l)
 {
@@ -122,10 +141,14 @@ static int layer_end(struct layer *l)
     return l->fd;
 }
 
+/* Set by the cases that run the hostile layers again in unpack_layer_shared's mode. */
+static bool shared_mode;
+
 static int unpack_into(const char *dest, struct layer *l, struct unpack_stats *st, struct errmsg *e)
 {
     int fd = layer_end(l);
-    int r = unpack_layer(fd, dest, st, e);
+    int r =
+        shared_mode ? unpack_layer_shared(fd, dest, 0, 0, st, e) : unpack_layer(fd, dest, st, e);
     close(fd);
     return r;
 }
@@ -191,9 +214,11 @@ static void assert_contained(const struct ctx *c)
     assert_int_equal(st.st_nlink, 1);
     assert_int_equal(st.st_mode & 07777, 0644);
     assert_string_equal(read_file(c->sentinel), SENTINEL);
-    char v[8];
+    char v[64];
     assert_true(getxattr(c->sentinel, "user.overlay.opaque", v, sizeof(v)) < 0);
     assert_true(getxattr(c->outside, "user.overlay.opaque", v, sizeof(v)) < 0);
+    assert_true(getxattr(c->sentinel, UNPACK_OVERRIDE_XATTR, v, sizeof(v)) < 0);
+    assert_true(getxattr(c->outside, UNPACK_OVERRIDE_XATTR, v, sizeof(v)) < 0);
     assert_int_equal(lstat(c->outside, &st), 0);
     assert_int_equal(st.st_mode & 07777, 0755);
 }
@@ -426,6 +451,190 @@ static void test_devices_skipped_setid_dropped(void **state)
     assert_mode(c->dest, "shared", S_IFDIR | 0775);
     assert_int_equal(st.dropped_setid, 3);
     assert_contained(c);
+}
+
+/* ---- the shared mode of a node cache ---- */
+
+/* The override xattr of dir/rel ("" when it has none; symbolic links are not followed). */
+static const char *override_of(const char *dir, const char *rel)
+{
+    static char v[128];
+    char p[PATH_MAX];
+    path_in(p, sizeof(p), dir, rel);
+    ssize_t n = lgetxattr(p, UNPACK_OVERRIDE_XATTR, v, sizeof(v) - 1);
+    if (n < 0)
+        assert_int_equal(errno, ENODATA);
+    v[n < 0 ? 0 : n] = '\0';
+    return v;
+}
+
+static void build_shared(struct layer *l)
+{
+    layer_begin(l, "gzip");
+    add_owned(l, "etc", AE_IFDIR, 0755, NULL, 0, 0);
+    add_owned(l, "etc/shadow", AE_IFREG, 0600, "secret\n", 0, 42);
+    add_hardlink(l, "etc/shadow-", "etc/shadow");
+    add_owned(l, "etc/world", AE_IFREG, 0666, "w", 0, 0);
+    add_owned(l, "root", AE_IFDIR, 0700, NULL, 0, 0);
+    add_owned(l, "root/.profile", AE_IFREG, 0400, "p", 0, 0);
+    add_owned(l, "usr/bin/tool", AE_IFREG, 0755, "#!/bin/sh\n", 0, 0); /* parents implicit */
+    add_owned(l, "usr/bin/su", AE_IFREG, 04750, "su", 0, 0);
+    add_owned(l, "opt/x/run", AE_IFREG, 0710, "x", 0, 0);
+    add_owned(l, "home/user", AE_IFDIR, 0750, NULL, 1000, 1000);
+    add_owned(l, "home/user/notes", AE_IFREG, 0640, "n", 1000, 1000);
+    add_owned(l, "tmp", AE_IFDIR, 01777, NULL, 0, 0);
+    add_owned(l, "weird", AE_IFREG, 0644, "w", 4294967295LL, 5000000000LL);
+    add_symlink(l, "etc/link", "shadow");
+    add_file(l, ".wh.gone", 0644, NULL);
+    add_file(l, "var/.wh.old", 0644, NULL);
+    add_owned(l, "opq", AE_IFDIR, 0700, NULL, 0, 0);
+    add_file(l, "opq/.wh..wh..opq", 0644, NULL);
+    add_owned(l, "opq/in", AE_IFREG, 0600, "i", 7, 8);
+    layer_entry(l, "fifo", AE_IFIFO, 0600, NULL, NULL, NULL, 0);
+}
+
+/* Real modes say only readable or executable by all; the xattrs keep the image's. */
+static void test_shared_modes_and_xattrs(void **state)
+{
+    struct ctx *c = *state;
+    /* Not the umask of the service: what every user reads must not depend on it. */
+    umask(077);
+    struct layer l;
+    build_shared(&l);
+    struct unpack_stats st = {0};
+    struct errmsg e = {""};
+    int fd = layer_end(&l);
+    int r = unpack_layer_shared(fd, c->dest, 0, 0, &st, &e);
+    close(fd);
+    if (r == -EOPNOTSUPP)
+        test_skip("no user xattrs on /tmp here");
+    assert_int_equal(r, 0);
+
+    assert_string_equal(override_of(c->dest, "."), "0:0:0755:dir");
+    assert_mode(c->dest, "etc", S_IFDIR | 0755);
+    assert_string_equal(override_of(c->dest, "etc"), "0:0:0755:dir");
+    assert_mode(c->dest, "etc/shadow", S_IFREG | 0644);
+    assert_string_equal(override_of(c->dest, "etc/shadow"), "0:42:0600:file");
+    assert_content(c->dest, "etc/shadow", "secret\n");
+    assert_mode(c->dest, "etc/shadow-", S_IFREG | 0644); /* one inode, one xattr */
+    assert_string_equal(override_of(c->dest, "etc/shadow-"), "0:42:0600:file");
+    /* Nobody but the cache's owner may write to it, whatever the image says. */
+    assert_mode(c->dest, "etc/world", S_IFREG | 0644);
+    assert_string_equal(override_of(c->dest, "etc/world"), "0:0:0666:file");
+    assert_mode(c->dest, "root", S_IFDIR | 0755);
+    assert_string_equal(override_of(c->dest, "root"), "0:0:0700:dir");
+    assert_mode(c->dest, "root/.profile", S_IFREG | 0644);
+    assert_string_equal(override_of(c->dest, "root/.profile"), "0:0:0400:file");
+    assert_mode(c->dest, "usr/bin/tool", S_IFREG | 0755);
+    assert_string_equal(override_of(c->dest, "usr/bin/tool"), "0:0:0755:file");
+    assert_mode(c->dest, "usr/bin/su", S_IFREG | 0755);
+    assert_string_equal(override_of(c->dest, "usr/bin/su"), "0:0:0750:file");
+    assert_mode(c->dest, "opt/x/run", S_IFREG | 0755);
+    assert_string_equal(override_of(c->dest, "opt/x/run"), "0:0:0710:file");
+    /* Parents the layer has no entry for, made here and not by libarchive. */
+    const char *implicit[] = {"usr", "usr/bin", "opt", "opt/x", "home", "var"};
+    for (size_t i = 0; i < ELEMENTSOF(implicit); i++) {
+        assert_mode(c->dest, implicit[i], S_IFDIR | 0755);
+        assert_string_equal(override_of(c->dest, implicit[i]), "0:0:0755:dir");
+    }
+    assert_mode(c->dest, "home/user", S_IFDIR | 0755);
+    assert_string_equal(override_of(c->dest, "home/user"), "1000:1000:0750:dir");
+    assert_mode(c->dest, "home/user/notes", S_IFREG | 0644);
+    assert_string_equal(override_of(c->dest, "home/user/notes"), "1000:1000:0640:file");
+    assert_mode(c->dest, "tmp", S_IFDIR | 0755);
+    assert_string_equal(override_of(c->dest, "tmp"), "0:0:1777:dir");
+    assert_string_equal(override_of(c->dest, "weird"), "65534:65534:0644:file");
+    /* Symbolic links, fifos and whiteouts cannot carry user xattrs and get none. */
+    assert_mode(c->dest, "etc/link", S_IFLNK | 0777);
+    assert_string_equal(override_of(c->dest, "etc/link"), "");
+    assert_mode(c->dest, "fifo", S_IFIFO | 0600);
+    assert_string_equal(override_of(c->dest, "fifo"), "");
+    assert_whiteout(c->dest, "gone");
+    assert_string_equal(override_of(c->dest, "gone"), "");
+    assert_whiteout(c->dest, "var/old");
+    assert_true(has_opaque(c->dest, "opq"));
+    assert_mode(c->dest, "opq", S_IFDIR | 0755);
+    assert_string_equal(override_of(c->dest, "opq"), "0:0:0700:dir");
+    assert_string_equal(override_of(c->dest, "opq/in"), "7:8:0600:file");
+    assert_int_equal(st.whiteouts, 2);
+    assert_int_equal(st.opaque_dirs, 1);
+    assert_int_equal(st.dropped_setid, 1);
+    /* Times survive the xattrs. */
+    char p[PATH_MAX];
+    struct stat sb;
+    path_in(p, sizeof(p), c->dest, "root");
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(sb.st_mtime, T_MTIME);
+    assert_contained(c);
+}
+
+/* Turns the ustar header of the entry name in the plain tar fd into a hard link to target that
+ * keeps its data: pax allows that, and libarchive's writer cannot make one. */
+static void make_hardlink_with_data(int fd, const char *name, const char *target)
+{
+    unsigned char h[512];
+    for (off_t off = 0; pread(fd, h, sizeof(h), off) == (ssize_t)sizeof(h); off += 512) {
+        if (strcmp((char *)h, name) != 0)
+            continue;
+        h[156] = '1';
+        memset(h + 157, 0, 100);
+        memcpy(h + 157, target, strlen(target));
+        memset(h + 148, ' ', 8);
+        unsigned sum = 0;
+        for (size_t i = 0; i < sizeof(h); i++)
+            sum += h[i];
+        snprintf((char *)h + 148, 8, "%06o", sum);
+        assert_int_equal(pwrite(fd, h, sizeof(h), off), (ssize_t)sizeof(h));
+        return;
+    }
+    fail_msg("no header for '%s'", name);
+}
+
+/* A hard link that carries data gets libarchive to apply its mode to the inode it shares: that
+ * mode is widened too, or the file would be readable by nobody but the cache's owner. */
+static void test_shared_hardlink_with_data(void **state)
+{
+    struct ctx *c = *state;
+    struct layer l;
+    layer_begin(&l, "none");
+    add_owned(&l, "data", AE_IFREG, 0600, "d", 0, 0);
+    /* An id beyond ustar's puts a pax header before it, and libarchive reads a hard link's data
+     * only in pax. */
+    add_owned(&l, "data-", AE_IFREG, 0600, "d", 3000000, 0);
+    int fd = layer_end(&l);
+    make_hardlink_with_data(fd, "data-", "data");
+    struct errmsg e = {""};
+    int r = unpack_layer_shared(fd, c->dest, 0, 0, NULL, &e);
+    close(fd);
+    if (r < 0)
+        fprintf(stderr, "%s\n", e.text);
+    if (r == -EOPNOTSUPP)
+        test_skip("no user xattrs on /tmp here");
+    assert_int_equal(r, 0);
+    char a[PATH_MAX], b[PATH_MAX];
+    struct stat sa, sb;
+    path_in(a, sizeof(a), c->dest, "data");
+    path_in(b, sizeof(b), c->dest, "data-");
+    assert_int_equal(stat(a, &sa), 0);
+    assert_int_equal(stat(b, &sb), 0);
+    assert_int_equal(sa.st_ino, sb.st_ino);
+    assert_mode(c->dest, "data", S_IFREG | 0644);
+    assert_string_equal(override_of(c->dest, "data-"), "0:0:0600:file");
+}
+
+/* A per-user unpack writes no override xattr at all. */
+static void test_private_has_no_override(void **state)
+{
+    struct ctx *c = *state;
+    struct layer l;
+    build_shared(&l);
+    struct errmsg e = {""};
+    assert_int_equal(unpack_into(c->dest, &l, NULL, &e), 0);
+    assert_string_equal(override_of(c->dest, "."), "");
+    assert_string_equal(override_of(c->dest, "etc/shadow"), "");
+    assert_string_equal(override_of(c->dest, "usr"), "");
+    assert_mode(c->dest, "etc/shadow", S_IFREG | 0600);
+    assert_mode(c->dest, "root", S_IFDIR | 0700);
 }
 
 /* ---- hostile layers ---- */
@@ -850,6 +1059,17 @@ static int compare_with_overlay(const char *dest)
     return trees_equal(mnt, merged, ".") ? 0 : 1;
 }
 
+/* The hostile layers again, unpacked in shared mode: the xattrs go nowhere outside either. */
+static void test_shared_hostile(void **state)
+{
+    shared_mode = true;
+    test_hostile_paths(state);
+    test_hostile_symlink_escape(state);
+    test_hostile_hardlinks(state);
+    test_hostile_whiteouts(state);
+    test_dir_fixup_not_through_symlink(state);
+}
+
 static void test_merge_matches_overlay(void **state)
 {
     struct ctx *c = *state;
@@ -915,6 +1135,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_space, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_matches_overlay, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shared_modes_and_xattrs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shared_hardlink_with_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_private_has_no_override, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shared_hostile, setup, teardown),
     };
     return test_run_cases(tests);
 }

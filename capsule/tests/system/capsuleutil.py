@@ -332,13 +332,16 @@ class TokenServer:
     a token without access (the registry then refuses). Runs in a thread of the test process."""
 
     def __init__(self, workdir, users, issuer="capsule-test-issuer",
-                 service="capsule-test-registry", expires_in=300):
+                 service="capsule-test-registry", expires_in=300, acl=None):
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import rsa
         from cryptography.x509.oid import NameOID
 
         self.users = dict(users)
+        # acl: {user: [repository, ...]} the user may pull (push: only repositories listed for
+        # them too); None: every authenticated user gets every scope asked for.
+        self.acl = acl
         self.issuer, self.service, self.expires_in = issuer, service, expires_in
         self.requests = []  # (user or None, [scopes], status)
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -405,7 +408,8 @@ class TokenServer:
         for scope in scopes if user else []:
             kind, _, rest = scope.partition(":")
             name, _, actions = rest.rpartition(":")
-            access.append({"type": kind, "name": name, "actions": actions.split(",")})
+            if self.acl is None or name in self.acl.get(user, ()):
+                access.append({"type": kind, "name": name, "actions": actions.split(",")})
         now = int(time.time())
         claims = {"iss": self.issuer, "sub": user or "", "aud": self.service, "iat": now,
                   "nbf": now - 10, "exp": now + self.expires_in, "jti": os.urandom(8).hex(),
@@ -423,6 +427,79 @@ class TokenServer:
     def stop(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+# ---- the node cache's service ----
+
+
+class NodeCache:
+    """capsule-cached as a test system account of its own (users.user("cache")), over a store in
+    workdir/node (made by the service itself) and a socket beside it, with /metrics on a free
+    port. Its log is workdir/cached.log."""
+
+    def __init__(self, workdir, users, extra_args=()):
+        self.workdir = Path(workdir)
+        self.account = users.user("cache")
+        self.account_name = users.name("cache")
+        self.dir = self.workdir / "node"
+        # Its folder is the account's, as systemd's RuntimeDirectory= makes /run/capsule.
+        rundir = self.workdir / "run"
+        rundir.mkdir(exist_ok=True)
+        os.chown(rundir, *self.account)
+        self.socket = rundir / "cache.sock"
+        self.port = free_port()
+        build = build_dir() / "capsule"
+        program = need_built(build / "capsule-cached", "capsule-cached", executable=True)
+        self.program = reachable_copy(program) / "capsule-cached"
+        # The service makes its store; the folder above it is the account's, as systemd's
+        # CacheDirectory= would make it.
+        parent = self.workdir / "cache-home"
+        parent.mkdir(exist_ok=True)
+        os.chown(parent, *self.account)
+        self.dir = parent / "capsule"
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.start()
+
+    def start(self):
+        config = self.workdir / "capsule-cached.conf"
+        config.write_text("[cache]\n")
+        argv = as_user(self.account, [self.program, "--config", config, "--dir", self.dir,
+                                      "--socket", self.socket, "--metrics",
+                                      f"127.0.0.1:{self.port}", "--log-level", "debug",
+                                      *self.extra_args])
+        self.proc = Proc(argv, self.workdir / "cached.log")
+        wait_for(self._up, 30, "capsule-cached")
+
+    def _up(self):
+        if not self.proc.running():
+            from gntest import ProcessDied
+            raise ProcessDied(f"capsule-cached exited:\n{self.proc.tail()}")
+        return self.socket.exists()
+
+    def kill(self):
+        self.proc.popen.kill()
+        self.proc.popen.wait()
+
+    def stop(self):
+        return self.proc.stop()
+
+    def api(self, method, path, body=None, user=None, timeout=120):
+        """One request on the socket, as `user` ((uid, gid); None: root), answered as
+        (status, parsed JSON or text). Another user's request goes through curl run as them,
+        since the service tells callers apart by their credentials."""
+        argv = ["curl", "-sS", "--unix-socket", str(self.socket), "-X", method, "-o", "-",
+                "-w", "\n%{http_code}", f"http://localhost{path}"]
+        if body is not None:
+            argv += ["-H", "Content-Type: application/json", "--data-binary",
+                     json.dumps(body)]
+        r = run(argv, user=user, timeout=timeout)
+        assert r.returncode == 0, r.stderr
+        text, _, status = r.stdout.rpartition("\n")
+        try:
+            return int(status), json.loads(text)
+        except ValueError:
+            return int(status), text
 
 
 # ---- a throttling proxy ----
@@ -617,7 +694,10 @@ class Layout:
     def add_layer(self, tag, entries, compression="gzip"):
         """Appends a layer built from tar entries (see _tar), compressed as asked, and fixes
         the config's diff_ids and the manifest. Returns the layer's digest."""
-        raw = _tar(entries)
+        return self.add_layer_tar(tag, _tar(entries), compression)
+
+    def add_layer_tar(self, tag, raw, compression="gzip"):
+        """add_layer() with the layer's uncompressed tar as it is."""
         blob = _compress(raw, compression)
         digest = self.write_blob(blob)
         manifest = self.manifest(tag)
@@ -702,6 +782,28 @@ def second_layer(root):
     (root / "etc" / "gone").unlink()
     (root / "etc" / "hello").write_text("changed\n")  # the hard link changes with it
     (root / "etc" / "new").write_text("new\n")
+
+
+def debian_image(workdir):
+    """A Debian 12 (minbase) made by debootstrap from Debian's own mirror, as the only layer
+    of the image "debian" in a layout of its own under workdir: a real distribution's files,
+    modes and owners (/etc/shadow 0640 root:shadow, /root 0700, /etc/.pwd.lock 0600). The
+    tar is made by GNU tar, with numeric owners, as image builders write them."""
+    root = Path(workdir) / "debian-root"
+    r = subprocess.run(["debootstrap", "--variant=minbase", "bookworm", str(root),
+                        "http://deb.debian.org/debian"], capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    raw = subprocess.run(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-cf", "-",
+                          "."], capture_output=True, check=True, timeout=300).stdout
+    shutil.rmtree(root, ignore_errors=True)
+    lay = Layout(Path(workdir) / "oci-debian")
+    lay.new_image("debian")
+    lay.add_layer_tar("debian", raw)
+    lay.umoci("config", "--image", f"{lay.path}:debian", "--config.env",
+              "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+              "--config.cmd", "/bin/bash")
+    return lay
 
 
 def build_images(workdir):

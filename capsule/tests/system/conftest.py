@@ -22,6 +22,16 @@ def images():
         shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def debian():
+    """A debootstrapped Debian 12 as image "debian" (capsuleutil.debian_image), made once."""
+    d = cu.short_tmpdir("capsule-debian-")
+    try:
+        yield cu.debian_image(d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.fixture
 def workdir():
     d = cu.short_tmpdir("capsule-test-")

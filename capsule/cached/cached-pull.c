@@ -1,0 +1,182 @@
+/* POST /v1/pull: fetch (or find) an image's layers for a requester, with the requester's own
+ * credentials, and answer their directories.
+ *
+ * What makes the answer safe to give: the service fetches the manifest itself, by digest, with
+ * the requester's credentials (pull_image), so the registry has accepted them for this image;
+ * every layer it fetches is fetched with them too; and a layer that is already here (someone
+ * else's download) counts only after the registry answers a HEAD of it in this repository with
+ * those credentials (pull_opts.check_cached). The layer's directory name is keyed by the node's
+ * secret, so a path is learnt only from such an answer. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capsule/cached/cached.h"
+#include "capsule/node/node-protocol.h"
+#include "capsule/registry/pull.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+
+/* What one request's pull did, from its events (several download threads). */
+struct pull_tally {
+    struct cached *c;
+    size_t n;
+    _Atomic int64_t *bytes; /* per layer, the last count heard */
+};
+
+static void tally_layers(void *userdata, size_t n, const char *const *ids, const int64_t *sizes)
+{
+    (void)ids;
+    (void)sizes;
+    struct pull_tally *t = userdata;
+    t->bytes = calloc(n, sizeof(*t->bytes));
+    t->n = t->bytes ? n : 0;
+}
+
+static void tally_bytes(void *userdata, size_t i, int64_t done, int64_t total)
+{
+    (void)total;
+    struct pull_tally *t = userdata;
+    if (i < t->n)
+        atomic_store(&t->bytes[i], done);
+}
+
+static void tally_state(void *userdata, size_t i, enum pull_layer_state state)
+{
+    struct pull_tally *t = userdata;
+    if (state == PULL_LAYER_EXISTS)
+        atomic_fetch_add(&t->c->stats.layer_hits, 1);
+    else if (state == PULL_LAYER_DONE) {
+        atomic_fetch_add(&t->c->stats.layers_fetched, 1);
+        if (i < t->n)
+            atomic_fetch_add(&t->c->stats.bytes_fetched, (uint64_t)atomic_load(&t->bytes[i]));
+    }
+}
+
+/* The HTTP status for a failed pull: the requester's fault, the registry's, or ours. */
+static unsigned status_of(int r)
+{
+    switch (r) {
+    case -EINVAL:
+        return 400;
+    case -EACCES:
+        return 403;
+    case -ENOENT:
+        return 404;
+    case -EFBIG:
+        return 413;
+    case -ENOSPC:
+        return 507;
+    case -ENOMEM:
+        return 500;
+    default:
+        return 502;
+    }
+}
+
+/* The request's image (a digest reference) and credentials, checked. */
+static int parse_request(const struct http_request *req, struct image_ref *ref, char **ret_auth,
+                         struct errmsg *e)
+{
+    json_t *body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, NULL);
+    const char *image = NULL, *auth = NULL;
+    int r = 0;
+    if (!body || json_unpack(body, "{s:s, s?s}", "image", &image, "authorization", &auth) < 0)
+        r = errmsg_set(e, -EINVAL, "the request must be a JSON object with \"image\"");
+    else if ((r = image_ref_parse(image, ref, e)) < 0)
+        ;
+    else if (!ref->digest || ref->tag)
+        r = errmsg_set(e, -EINVAL, "'%s': the node cache takes images by digest (REPO@sha256:…)",
+                       image);
+    else if (auth && !node_authorization_valid(auth))
+        r = errmsg_set(e, -EINVAL, "the authorization must be \"Bearer TOKEN\" or \"Basic …\"");
+    else if (auth && asprintf(ret_auth, "Authorization: %s", auth) < 0)
+        r = errmsg_set(e, -ENOMEM, "out of memory");
+    if (body) {
+        /* The token lives in this request only: wipe the parsed copy before it is freed. */
+        if (auth)
+            explicit_bzero((char *)auth, strlen(auth));
+        json_decref(body);
+    }
+    return r;
+}
+
+static json_t *answer(struct store *view, const struct image_record *rec, struct errmsg *e)
+{
+    json_t *layers = json_array();
+    for (size_t i = 0; layers && i < rec->n_layers; i++) {
+        _cleanup_free_ char *path = NULL;
+        if (store_layer_path(view, rec->layers[i], &path) < 0 ||
+            json_array_append_new(
+                layers, json_pack("{s:s, s:s}", "digest", rec->layers[i], "path", path)) < 0) {
+            json_decref(layers);
+            layers = NULL;
+        }
+    }
+    json_t *j = layers ? json_pack("{s:s, s:s, s:s, s:o}", "image", rec->name, "manifest_digest",
+                                   rec->manifest_digest, "config_digest", rec->config_digest,
+                                   "layers", layers)
+                       : NULL;
+    if (!j)
+        errmsg_set(e, -ENOMEM, "out of memory");
+    return j;
+}
+
+static int pull_for(struct cached *c, struct store *view, const struct image_ref *ref,
+                    const char *auth, struct image_record *rec, struct errmsg *e)
+{
+    struct pull_tally tally = {.c = c};
+    const struct pull_events events = {
+        .layers = tally_layers,
+        .layer_bytes = tally_bytes,
+        .layer_state = tally_state,
+        .userdata = &tally,
+    };
+    const struct pull_opts o = {
+        .registry = {.insecure = c->cfg->insecure,
+                     .ca_file = c->cfg->ca_file,
+                     .authorization = auth},
+        .parallel = c->cfg->parallel,
+        .events = &events,
+        .max_layer_size = c->cfg->max_layer_size,
+        .max_unpacked_size = c->cfg->max_unpacked_size,
+        .check_cached = true,
+    };
+    int r = pull_image(view, ref, &o, rec, e);
+    free(tally.bytes);
+    return r;
+}
+
+void cached_pull(struct cached *c, const struct http_request *req, struct http_reply *reply)
+{
+    struct errmsg e = {{0}};
+    struct image_ref ref = {0};
+    char *auth = NULL;
+    struct image_record rec = {0};
+    _cleanup_(store_freep) struct store *view = NULL;
+    int r = parse_request(req, &ref, &auth, &e);
+    /* The registry's own layers: see store_node_view. */
+    if (r >= 0)
+        r = store_node_view(c->store, ref.registry, &view, &e);
+    if (r >= 0)
+        r = pull_for(c, view, &ref, auth, &rec, &e);
+    if (auth) {
+        explicit_bzero(auth, strlen(auth));
+        free(auth);
+    }
+    json_t *j = r >= 0 ? answer(view, &rec, &e) : NULL;
+    if (j) {
+        atomic_fetch_add(&c->stats.pulls_served, 1);
+        cached_note_use(c, rec.name, req->peer.uid);
+        log_info("uid %u: %s (%zu layers)", (unsigned)req->peer.uid, rec.name, rec.n_layers);
+        http_reply_json(reply, 200, j);
+    } else {
+        unsigned status = r < 0 ? status_of(r) : 500;
+        atomic_fetch_add(status < 500 ? &c->stats.pulls_refused : &c->stats.pulls_failed, 1);
+        log_notice("uid %u: %s", (unsigned)req->peer.uid, e.text);
+        http_reply_error(reply, status, "%s", e.text);
+    }
+    image_record_done(&rec);
+    image_ref_done(&ref);
+}

@@ -1,0 +1,229 @@
+/* capsule-cached's state and its API's routing: who may call what (peer credentials), the image
+ * list, gc and /metrics. The pull itself is cached-pull.c. */
+#include "capsule/cached/cached.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "capsule/node/node-protocol.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+#include "lib/prom.h"
+
+int cached_init(struct cached *c, const struct cached_config *cfg, struct errmsg *e)
+{
+    *c = (struct cached){.cfg = cfg};
+    pthread_mutex_init(&c->lock, NULL);
+    int r = roles_init(&c->roles, cfg->admin_group, e);
+    if (r < 0)
+        return r;
+    if (r == 1)
+        log_warning("admin_group '%s' does not exist: only root may run gc", cfg->admin_group);
+    return store_open_node(cfg->dir, &c->store, e);
+}
+
+void cached_done(struct cached *c)
+{
+    store_free(c->store);
+    roles_done(&c->roles);
+    for (size_t i = 0; i < c->n_uses; i++) {
+        free(c->uses[i].image);
+        free(c->uses[i].uids);
+    }
+    free(c->uses);
+    pthread_mutex_destroy(&c->lock);
+}
+
+static struct cached_use *use_find(struct cached *c, const char *image)
+{
+    for (size_t i = 0; i < c->n_uses; i++)
+        if (strcmp(c->uses[i].image, image) == 0)
+            return &c->uses[i];
+    return NULL;
+}
+
+static struct cached_use *use_add(struct cached *c, const char *image)
+{
+    struct cached_use *grown = realloc(c->uses, (c->n_uses + 1) * sizeof(*grown));
+    if (!grown)
+        return NULL;
+    c->uses = grown;
+    struct cached_use *u = &c->uses[c->n_uses];
+    *u = (struct cached_use){.image = strdup(image)};
+    if (!u->image)
+        return NULL;
+    c->n_uses++;
+    return u;
+}
+
+void cached_note_use(struct cached *c, const char *image, uid_t uid)
+{
+    pthread_mutex_lock(&c->lock);
+    struct cached_use *u = use_find(c, image);
+    if (!u)
+        u = use_add(c, image);
+    if (u) {
+        u->last_used = (int64_t)time(NULL);
+        size_t i = 0;
+        while (i < u->n_uids && u->uids[i] != uid)
+            i++;
+        uid_t *grown = i == u->n_uids ? realloc(u->uids, (i + 1) * sizeof(*grown)) : NULL;
+        if (grown) {
+            grown[i] = uid;
+            u->uids = grown;
+            u->n_uids++;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* GET /v1/images: what is cached, for everyone. Names only and sizes: the node's users can see
+ * which images the node holds (as `docker images` on a shared host shows), never their files. */
+static void list_images(struct cached *c, struct http_reply *reply)
+{
+    struct image_record *recs = NULL;
+    size_t n = 0;
+    struct errmsg e = {{0}};
+    int r = store_image_list(c->store, &recs, &n, &e);
+    if (r < 0) {
+        http_reply_error(reply, 500, "%s", e.text);
+        return;
+    }
+    json_t *list = json_array();
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; list && i < n; i++) {
+        const struct cached_use *u = use_find(c, recs[i].name);
+        json_array_append_new(list, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "image",
+                                              recs[i].name, "size", (json_int_t)recs[i].size,
+                                              "layers", (json_int_t)recs[i].n_layers, "pulled_at",
+                                              (json_int_t)recs[i].pulled_at, "last_used",
+                                              (json_int_t)(u ? u->last_used : recs[i].pulled_at),
+                                              "users", (json_int_t)(u ? u->n_uids : 0)));
+    }
+    pthread_mutex_unlock(&c->lock);
+    for (size_t i = 0; i < n; i++)
+        image_record_done(&recs[i]);
+    free(recs);
+    http_reply_json(reply, 200, list);
+}
+
+/* POST /v1/gc: root and the admin group. */
+static void run_gc(struct cached *c, const struct http_request *req, struct http_reply *reply)
+{
+    if (!roles_is_admin(&c->roles, req->peer.uid, req->peer.gid)) {
+        http_reply_error(reply, 403, "only root%s%s%s may collect the node cache's garbage",
+                         roles_admin_group(&c->roles) ? " and members of group '" : "",
+                         roles_admin_group(&c->roles) ? roles_admin_group(&c->roles) : "",
+                         roles_admin_group(&c->roles) ? "'" : "");
+        return;
+    }
+    struct store_gc_stats st = {0};
+    struct errmsg e = {{0}};
+    int r = store_gc(c->store, NULL, &st, &e);
+    if (r < 0) {
+        http_reply_error(reply, r == -EBUSY ? 409 : 500, "%s", e.text);
+        return;
+    }
+    log_info("gc by uid %u: %u layers, %u blobs removed, %u busy", (unsigned)req->peer.uid,
+             st.layers_removed, st.blobs_removed, st.layers_busy);
+    http_reply_json(
+        reply, 200,
+        json_pack("{s:I, s:I, s:I, s:I}", "removed_layers", (json_int_t)st.layers_removed,
+                  "removed_blobs", (json_int_t)st.blobs_removed, "busy_layers",
+                  (json_int_t)st.layers_busy, "freed_bytes", (json_int_t)st.bytes_freed));
+}
+
+static int metric(struct prom_writer *w, const char *name, enum prom_type type, const char *help,
+                  double value)
+{
+    int r = prom_family(w, name, type, help);
+    return r < 0 ? r : prom_sample(w, NULL, value);
+}
+
+static int render_metrics(struct cached *c, struct prom_writer *w)
+{
+    const struct cached_stats *s = &c->stats;
+    int r = prom_family(w, "capsule_cached_pulls", PROM_TYPE_COUNTER,
+                        "Pull requests by outcome: served, refused (the request or the registry "
+                        "said no), failed.");
+    const char *served[] = {"outcome", "served", NULL}, *refused[] = {"outcome", "refused", NULL},
+               *failed[] = {"outcome", "failed", NULL};
+    if (r >= 0)
+        r = prom_sample(w, served, (double)atomic_load(&s->pulls_served));
+    if (r >= 0)
+        r = prom_sample(w, refused, (double)atomic_load(&s->pulls_refused));
+    if (r >= 0)
+        r = prom_sample(w, failed, (double)atomic_load(&s->pulls_failed));
+    if (r >= 0)
+        r = metric(w, "capsule_cached_layers_fetched", PROM_TYPE_COUNTER,
+                   "Layers downloaded and unpacked.", (double)atomic_load(&s->layers_fetched));
+    if (r >= 0)
+        r = metric(w, "capsule_cached_layer_hits", PROM_TYPE_COUNTER,
+                   "Layers a request found in the cache.", (double)atomic_load(&s->layer_hits));
+    if (r >= 0)
+        r = metric(w, "capsule_cached_fetched_bytes", PROM_TYPE_COUNTER,
+                   "Compressed bytes downloaded from registries.",
+                   (double)atomic_load(&s->bytes_fetched));
+    return r;
+}
+
+static int render_images(struct cached *c, struct prom_writer *w)
+{
+    struct image_record *recs = NULL;
+    size_t n = 0;
+    struct errmsg e = {{0}};
+    int r = store_image_list(c->store, &recs, &n, &e);
+    if (r < 0)
+        return r;
+    int64_t size = 0;
+    for (size_t i = 0; i < n; i++) {
+        size += recs[i].size;
+        image_record_done(&recs[i]);
+    }
+    free(recs);
+    r = metric(w, "capsule_cached_images", PROM_TYPE_GAUGE, "Images in the node cache.", (double)n);
+    if (r >= 0)
+        r = metric(w, "capsule_cached_images_bytes", PROM_TYPE_GAUGE,
+                   "Compressed size of the cached images' layers, each image counted whole.",
+                   (double)size);
+    return r;
+}
+
+void cached_handle_metrics(const struct http_request *req, struct http_reply *reply, void *userdata)
+{
+    struct cached *c = userdata;
+    if (strcmp(req->path, "/metrics") != 0 || strcmp(req->method, "GET") != 0) {
+        http_reply_error(reply, 404, "no such resource: %s %s", req->method, req->path);
+        return;
+    }
+    struct prom_writer *w = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    int r = prom_writer_new(PROM_FORMAT_TEXT, &w);
+    if (r >= 0 && (r = render_metrics(c, w)) >= 0 && (r = render_images(c, w)) >= 0) {
+        r = prom_writer_finish(w, &text, &len); /* frees w, also when it fails */
+        w = NULL;
+    }
+    prom_writer_free(w);
+    if (r >= 0)
+        http_reply_take(reply, 200, prom_content_type(PROM_FORMAT_TEXT), text, len, true);
+    else
+        http_reply_error(reply, 500, "metrics: %s", strerror(-r));
+}
+
+void cached_handle(const struct http_request *req, struct http_reply *reply, void *userdata)
+{
+    struct cached *c = userdata;
+    bool post = strcmp(req->method, "POST") == 0, get = strcmp(req->method, "GET") == 0;
+    if (post && strcmp(req->path, NODE_PULL_PATH) == 0)
+        cached_pull(c, req, reply);
+    else if (get && strcmp(req->path, NODE_IMAGES_PATH) == 0)
+        list_images(c, reply);
+    else if (post && strcmp(req->path, NODE_GC_PATH) == 0)
+        run_gc(c, req, reply);
+    else
+        cached_handle_metrics(req, reply, userdata);
+}

@@ -1,0 +1,77 @@
+/* capsule-cached: the node cache's service. It owns the node store (store_open_node), pulls and
+ * unpacks on users' requests with their own credentials, and answers layer directories only
+ * to a requester whose credentials the registry accepted for a manifest that lists them
+ * (docs/design/capsule-node-cache.md). It runs as its own system account, with no capabilities;
+ * it never runs user code and never mounts anything. */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "capsule/store/store.h"
+#include "lib/errmsg.h"
+#include "lib/http-server.h"
+#include "lib/roles.h"
+
+#define CACHED_CONFIG_PATH    "/etc/gpunode/capsule-cached.conf"
+#define CACHED_DIR_DEFAULT    "/var/cache/capsule"
+#define CACHED_SOCKET_DEFAULT "/run/capsule/cache.sock"
+
+/* /etc/gpunode/capsule-cached.conf, section [cache]:
+ *   dir = PATH                 the node store (default /var/cache/capsule)
+ *   socket = PATH              the Unix socket (default /run/capsule/cache.sock, mode 0666)
+ *   metrics = HOST:PORT        /metrics on TCP too (default none; the socket always has it)
+ *   admin_group = NAME         who besides root may run gc (default none)
+ *   insecure_registries = H H  hosts the service may reach over plain HTTP (loopback always)
+ *   ca_file = PATH             extra CA bundle for registries
+ *   parallel_downloads = N     layers fetched at once per request, 1..32 (default 4)
+ *   max_layer_size = SIZE      as capsule.conf's (default 64G)
+ *   max_unpacked_size = SIZE   as capsule.conf's (default 256G) */
+struct cached_config {
+    char *dir, *socket, *metrics, *admin_group, *ca_file;
+    char **insecure; /* NULL-terminated, never NULL */
+    unsigned parallel;
+    uint64_t max_layer_size, max_unpacked_size;
+};
+/* Loads path (NULL: CACHED_CONFIG_PATH, which may be missing); errors name file:line. */
+int cached_config_load(const char *path, struct cached_config *ret, struct errmsg *e);
+void cached_config_done(struct cached_config *c);
+
+/* Who used an image, for `capsule images --node` and least-recently-used eviction. */
+struct cached_use {
+    char *image;
+    uid_t *uids;
+    size_t n_uids;
+    int64_t last_used;
+};
+
+struct cached_stats {
+    atomic_uint_fast64_t pulls_served, pulls_refused, pulls_failed;
+    atomic_uint_fast64_t layers_fetched, layer_hits, bytes_fetched;
+};
+
+struct cached {
+    const struct cached_config *cfg;
+    struct store *store;
+    struct roles roles;
+    struct cached_stats stats;
+    pthread_mutex_t lock; /* guards uses */
+    struct cached_use *uses;
+    size_t n_uses;
+};
+
+int cached_init(struct cached *c, const struct cached_config *cfg, struct errmsg *e);
+void cached_done(struct cached *c);
+
+/* The HTTP handler of the socket (and of the metrics listener, which serves /metrics only). */
+void cached_handle(const struct http_request *req, struct http_reply *reply, void *userdata);
+void cached_handle_metrics(const struct http_request *req, struct http_reply *reply,
+                           void *userdata);
+
+/* cached-pull.c: POST /v1/pull. */
+void cached_pull(struct cached *c, const struct http_request *req, struct http_reply *reply);
+/* Notes that uid used image now. */
+void cached_note_use(struct cached *c, const char *image, uid_t uid);

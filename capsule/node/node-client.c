@@ -1,0 +1,118 @@
+/* Asks capsule-cached for an image's layers (node-protocol.h) and checks its answer against the
+ * manifest the user fetched. */
+#include "capsule/node/node-client.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capsule/node/node-protocol.h"
+#include "lib/http-client.h"
+#include "lib/macro.h"
+#include "lib/strv.h"
+
+#define AUTH_PREFIX "Authorization: "
+
+/* "REGISTRY/REPOSITORY@DIGEST" for the manifest the user resolved. */
+static int pinned_name(const char *image_name, const char *manifest_digest, char **ret,
+                       struct errmsg *e)
+{
+    struct image_ref ref = {0};
+    int r = image_ref_parse(image_name, &ref, e);
+    if (r < 0)
+        return r;
+    free(ref.tag);
+    free(ref.digest);
+    ref.tag = NULL;
+    ref.digest = strdup(manifest_digest);
+    r = ref.digest && image_ref_format(&ref, ret) >= 0 ? 0
+                                                       : errmsg_set(e, -ENOMEM, "out of memory");
+    image_ref_done(&ref);
+    return r;
+}
+
+static json_t *pull_request(struct registry *reg, const char *pinned)
+{
+    char *header = NULL;
+    if (registry_authorization(reg, &header) < 0)
+        return NULL;
+    json_t *body = json_pack("{s:s}", "image", pinned);
+    if (body && header && strncmp(header, AUTH_PREFIX, strlen(AUTH_PREFIX)) == 0 &&
+        json_object_set_new(body, "authorization", json_string(header + strlen(AUTH_PREFIX))) < 0) {
+        json_decref(body);
+        body = NULL;
+    }
+    if (header) {
+        explicit_bzero(header, strlen(header));
+        free(header);
+    }
+    return body;
+}
+
+/* The layer directories of the answer, in the manifest's order, each for the digest the manifest
+ * names there. */
+static int answer_paths(json_t *answer, const struct manifest *m, char ***ret, struct errmsg *e)
+{
+    json_t *layers = json_object_get(answer, "layers");
+    if (json_array_size(layers) != m->n_layers)
+        return errmsg_set(e, -EPROTO, "node cache: the answer has %zu layers, the manifest %zu",
+                          json_array_size(layers), m->n_layers);
+    _cleanup_strv_free_ char **paths = strv_new();
+    for (size_t i = 0; paths && i < m->n_layers; i++) {
+        json_t *l = json_array_get(layers, i);
+        const char *digest = json_string_value(json_object_get(l, "digest"));
+        const char *path = json_string_value(json_object_get(l, "path"));
+        if (!digest || strcmp(digest, m->layers[i].digest) != 0 || !path ||
+            !node_layer_path_valid(path))
+            return errmsg_set(e, -EPROTO,
+                              "node cache: the answer for layer %zu of %zu (%s) is "
+                              "not one capsule can use",
+                              i + 1, m->n_layers, m->layers[i].digest);
+        if (strv_push(&paths, path) < 0)
+            return errmsg_set(e, -ENOMEM, "out of memory");
+    }
+    if (!paths)
+        return errmsg_set(e, -ENOMEM, "out of memory");
+    *ret = TAKE_PTR(paths);
+    return 0;
+}
+
+int node_layer_source(void *userdata, struct registry *reg, const char *image_name,
+                      const char *manifest_digest, const struct manifest *m, char ***ret_paths,
+                      struct errmsg *e)
+{
+    const char *socket = userdata;
+    _cleanup_free_ char *pinned = NULL;
+    int r = pinned_name(image_name, manifest_digest, &pinned, e);
+    if (r < 0)
+        return r;
+    json_t *body = pull_request(reg, pinned);
+    if (!body)
+        return errmsg_set(e, -ENOMEM, "out of memory");
+    long status = 0;
+    json_t *answer = NULL;
+    /* No time limit: the service may be fetching twenty gigabytes for us and for others. */
+    r = http_request_json("POST", "http://localhost" NODE_PULL_PATH, socket, body, 0, &status,
+                          &answer, e);
+    /* The credentials go no further than the socket; nothing else keeps them. */
+    json_object_clear(body);
+    json_decref(body);
+    if (r < 0)
+        return errmsg_prefix(e, r, "node cache at %s", socket);
+    if (status != 200) {
+        const char *why = json_string_value(json_object_get(answer, "error"));
+        r = errmsg_set(e,
+                       status == 403 || status == 401 ? -EACCES
+                       : status == 404                ? -ENOENT
+                       : status == 507                ? -ENOSPC
+                                                      : -EIO,
+                       "node cache: %s", why ? why : "the service answered without a reason");
+        json_decref(answer);
+        return r;
+    }
+    r = answer_paths(answer, m, ret_paths, e);
+    json_decref(answer);
+    return r;
+}

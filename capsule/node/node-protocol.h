@@ -1,0 +1,33 @@
+/* The node cache's protocol between capsule (as the user) and capsule-cached, HTTP+JSON over the
+ * service's Unix socket (docs/capsule.md, "The node cache"). Written once here, since both sides
+ * read and write it.
+ *
+ *   POST /v1/pull   {"image": "REGISTRY/REPOSITORY@sha256:…",   (the platform manifest)
+ *                    "authorization": "Bearer …" | "Basic …"}    (optional: the requester's own
+ *                                                                 registry credentials)
+ *     200 {"image": NAME, "manifest_digest": D, "config_digest": D,
+ *          "layers": [{"digest": D, "path": "/var/cache/capsule/layers/HEX"}, …]}
+ *     4xx/5xx {"error": "what went wrong, naming the image or layer"}
+ *   GET /v1/images  (everyone) [{"image", "size", "layers", "pulled_at", "last_used", "users"}, …]
+ *   POST /v1/gc     (root and the admin group) {"removed_layers", "freed_bytes", "busy_layers"}
+ *   GET /metrics    Prometheus text
+ *
+ * The credentials live in the service only for the request that carries them. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define NODE_PULL_PATH   "/v1/pull"
+#define NODE_IMAGES_PATH "/v1/images"
+#define NODE_GC_PATH     "/v1/gc"
+/* The largest authorization value accepted: registry tokens are JWTs of a few KiB. */
+#define NODE_AUTH_MAX (16u * 1024u)
+
+/* Whether s is an authorization value the service may send as a header: "Bearer " or "Basic "
+ * followed by printable ASCII without blanks, at most NODE_AUTH_MAX bytes. */
+bool node_authorization_valid(const char *s);
+
+/* Whether path can be a node cache layer directory handed to fuse-overlayfs: absolute, no "..",
+ * and none of the characters its lowerdir list splits or escapes on (':', ',', '\\'). */
+bool node_layer_path_valid(const char *path);

@@ -1,0 +1,361 @@
+"""The node cache (capsule-cached): one pull and one unpack per layer for every user of the node,
+with each requester's own registry credentials, and nothing for a user the registry refuses.
+
+A real docker-registry with token auth and per-user access (the token server grants each user
+only the repositories the ACL lists), the service running as a test system account of its own,
+and capsule run by ordinary test users."""
+
+import collections
+import json
+import os
+import re
+import stat
+
+import pytest
+
+import capsuleutil as cu
+import gntest
+
+REGISTRY_USERS = {"alice": "wonderland", "bob": "builder"}
+
+
+@pytest.fixture
+def acl():
+    """Who may pull what; a test changes it before it pulls."""
+    return {"alice": ["shared/multi", "private/secret"], "bob": ["shared/multi"]}
+
+
+@pytest.fixture
+def world(images, workdir, capsule_users, acl):
+    ts = cu.TokenServer(workdir, REGISTRY_USERS, acl=acl)
+    reg = cu.Registry(workdir / "registry", auth=("token", ts))
+    node = cu.NodeCache(workdir, capsule_users)
+    yield World(images, reg, ts, node, workdir, capsule_users)
+    node.stop()
+    reg.stop()
+    ts.stop()
+
+
+class World:
+    def __init__(self, images, reg, ts, node, workdir, users):
+        self.images, self.reg, self.ts, self.node = images, reg, ts, node
+        self.workdir, self.users = workdir, users
+
+    def push(self, tag, name):
+        # The ACL grants pushes only where it grants pulls: push as a user the repository is
+        # listed for.
+        owner = next(u for u, repos in self.ts.acl.items() if name.split(":")[0] in repos)
+        self.images.push(tag, self.reg.host, name, creds=(owner, REGISTRY_USERS[owner]))
+        return f"{self.reg.host}/{name}"
+
+    def home(self, role, registry_user):
+        """A node user `role` whose capsule uses the node cache and logs in as registry_user."""
+        uid = self.users.user(role)
+        h = cu.Home(self.workdir / role, owner=uid)
+        h.write_config(node_cache=str(self.node.socket))
+        h.write_credentials(f"machine {self.reg.host} login {registry_user} password "
+                            f"{REGISTRY_USERS[registry_user]}\n")
+        return h
+
+    def blob_gets(self):
+        """{digest: GETs the registry answered}, for every blob fetched so far."""
+        pat = re.compile(r'http\.request\.method=GET .*http\.request\.uri="/v2/[^"]*/blobs/'
+                         r'(sha256:[0-9a-f]{64})"')
+        counts = collections.Counter()
+        for line in self.reg.proc.log().splitlines():
+            m = pat.search(line) if "response completed" in line else None
+            if m:
+                counts[m.group(1)] += 1
+        return counts
+
+
+def record(home):
+    images = home.images_json()
+    assert len(images) == 1, images
+    return images[0]
+
+
+def test_two_users_one_download(world):
+    name = world.push("multi", "shared/multi:1")
+    ann, ben = world.home("na", "alice"), world.home("nb", "bob")
+    r = ann.capsule("pull", "-q", name)
+    assert r.returncode == 0, r.stderr + world.node.proc.tail()
+    config = world.images.manifest("multi")["config"]["digest"]
+    first = world.blob_gets()
+    # Five layers fetched once, by the service; the config by the user's capsule (to check the
+    # platform and keep in the user's store) and by the service (the same, for its record).
+    assert len(first) == 6 and first.pop(config) == 2 and set(first.values()) == {1}, first
+    r = ben.capsule("pull", "-q", name)
+    assert r.returncode == 0, r.stderr + world.node.proc.tail()
+    # The second user's pull fetched no layer again: the service found them.
+    second = world.blob_gets()
+    assert second.pop(config) == 3 and second == first, (first, second)
+    # Each user's own store keeps the manifest and config, and no layer of its own.
+    for h in (ann, ben):
+        assert record(h)["name"] == name
+        assert not (h.cache / "layers" / "sha256").exists() or not any(
+            (h.cache / "layers" / "sha256").iterdir())
+    # The layers belong to the service's account, under a folder nobody else can list.
+    layers_dir = world.node.dir / "layers"
+    assert stat.S_IMODE(layers_dir.stat().st_mode) == 0o711
+    entries = list(layers_dir.iterdir())
+    assert len(entries) == 5
+    assert all(e.stat().st_uid == world.node.account[0] for e in entries)
+    r = cu.run(["ls", str(layers_dir)], user=world.users.user("nb"))
+    assert r.returncode != 0 and "Permission denied" in r.stderr, r
+
+
+def bearer_token(ts, user, repository):
+    """A token from the token server, as `user` asked it for pulling `repository`."""
+    import base64
+    import urllib.request
+    req = urllib.request.Request(
+        f"{ts.realm}?service={ts.service}&scope=repository:{repository}:pull",
+        headers={"Authorization": "Basic " + base64.b64encode(
+            f"{user}:{REGISTRY_USERS[user]}".encode()).decode()})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())["token"]
+
+
+def test_private_image_stays_with_who_may_pull_it(world):
+    name = world.push("other", "private/secret:1")
+    ann, ben = world.home("pa", "alice"), world.home("pb", "bob")
+    r = ann.capsule("pull", "-q", name)
+    assert r.returncode == 0, r.stderr + world.node.proc.tail()
+    pinned = f"{world.reg.host}/private/secret@{record(ann)['digest']}"
+    # bob's own capsule is refused by the registry before it asks the service anything.
+    r = ben.capsule("pull", "-q", name)
+    assert r.returncode != 0 and "access denied" in r.stderr, r.stderr
+    assert ben.images_json() == []
+    # bob asking the service directly, with his own token, without any, or with a made-up one,
+    # gets no path either: the service asks the registry with what it was handed.
+    bob = world.users.user("pb")
+    for auth in (f"Bearer {bearer_token(world.ts, 'bob', 'private/secret')}", None,
+                 "Bearer not-a-token"):
+        body = {"image": pinned}
+        if auth:
+            body["authorization"] = auth
+        status, answer = world.node.api("POST", "/v1/pull", body, user=bob)
+        assert status == 403 and "access denied" in answer["error"], (status, answer)
+        assert "layers" not in answer
+    # alice's token, handed over by alice, works; the layers are those alice's pull got.
+    alice_token = bearer_token(world.ts, "alice", "private/secret")
+    status, answer = world.node.api("POST", "/v1/pull", {
+        "image": pinned, "authorization": f"Bearer {alice_token}"}, user=world.users.user("pa"))
+    assert status == 200, answer
+    assert [l["path"] for l in answer["layers"]] == record(ann)["layer_paths"]
+    # The service kept no token: nothing under its store or log holds one.
+    for token in (alice_token,):
+        assert token not in world.node.proc.log()
+        r = cu.run(["grep", "-rl", token[-40:], str(world.node.dir)])
+        assert r.stdout == "", r.stdout
+
+
+class HostileRegistry:
+    """A registry of bob's own that claims to hold another registry's private layer: its
+    manifest lists that layer's digest, HEAD says yes to every blob, GET has only the config."""
+
+    def __init__(self, config, layer_digest, layer_size):
+        import http.server
+        import threading
+        self.config = json.dumps(config).encode()
+        self.config_digest = cu.sha256(self.config)
+        self.manifest = json.dumps({
+            "schemaVersion": 2, "mediaType": cu.MEDIA_OCI_MANIFEST,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                       "digest": self.config_digest, "size": len(self.config)},
+            "layers": [{"mediaType": cu.MEDIA_LAYER["gzip"], "digest": layer_digest,
+                        "size": layer_size}]}).encode()
+        self.layer_gets = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _send(self, status, body=b"", ctype="application/octet-stream", head=False):
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                if body:
+                    self.send_header("Docker-Content-Digest", cu.sha256(body))
+                self.end_headers()
+                if not head:
+                    self.wfile.write(body)
+
+            def do_HEAD(self):
+                self._send(200, b"x" * 16, head=True)
+
+            def do_GET(self):
+                if self.path == "/v2/":
+                    self._send(200, b"{}", "application/json")
+                elif "/manifests/" in self.path:
+                    self._send(200, outer.manifest, cu.MEDIA_OCI_MANIFEST)
+                elif self.path.endswith(outer.config_digest):
+                    self._send(200, outer.config)
+                else:
+                    outer.layer_gets += 1
+                    self._send(404, b'{"errors":[{"code":"BLOB_UNKNOWN"}]}', "application/json")
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_registry_that_lies_gets_no_path(world):
+    """A layer someone else pulled is handed out only on the word of the registry it came from:
+    another registry's HEAD cannot vouch for it."""
+    name = world.push("other", "private/secret:1")
+    ann, ben = world.home("la", "alice"), world.home("lb", "bob")
+    assert ann.capsule("pull", "-q", name).returncode == 0
+    private_layer = record(ann)["layers"][-1]
+    config = world.images.config("other")
+    config["rootfs"]["diff_ids"] = config["rootfs"]["diff_ids"][-1:]
+    hostile = HostileRegistry(config, private_layer, 1024)
+    try:
+        r = ben.capsule("pull", "-q", f"{hostile.host}/evil:1")
+        assert r.returncode != 0, r.stdout
+        assert hostile.layer_gets >= 1, r.stderr + world.node.proc.tail()
+        assert ben.images_json() == []
+    finally:
+        hostile.stop()
+
+
+def test_twenty_users_at_once_one_download_each(world):
+    name = world.push("multi", "shared/multi:1")
+    homes = [world.home(f"t{i}", "alice" if i % 2 else "bob") for i in range(20)]
+    procs = []
+    for i, h in enumerate(homes):
+        argv = cu.as_user(h.owner, [cu.capsule_binary(h.owner), "pull", "-q", name])
+        procs.append(cu.Proc(argv, world.workdir / f"pull{i}.log", env=h.env()))
+    for p in procs:
+        assert p.wait(180) == 0, p.log() + world.node.proc.tail()
+        p.stop()
+    gets = world.blob_gets()
+    config = world.images.manifest("multi")["config"]["digest"]
+    gets.pop(config)
+    assert len(gets) == 5 and set(gets.values()) == {1}, gets
+    paths = {tuple(record(h)["layer_paths"]) for h in homes}
+    assert len(paths) == 1, paths
+    status, listed = world.node.api("GET", "/v1/images", user=homes[0].owner)
+    assert status == 200 and len(listed) == 1, listed
+    assert listed[0]["users"] == 20 and listed[0]["layers"] == 5, listed
+    metrics = gntest.parse_metrics(gntest.scrape(world.node.port).text())
+    assert metrics[("capsule_cached_pulls_total", (("outcome", "served"),))] == 20
+    assert metrics[("capsule_cached_layers_fetched_total", ())] == 5
+    assert metrics[("capsule_cached_layer_hits_total", ())] == 19 * 5
+
+
+def test_gc_is_for_root_and_keeps_what_images_use(world):
+    name = world.push("multi", "shared/multi:1")
+    ann = world.home("ga", "alice")
+    assert ann.capsule("pull", "-q", name).returncode == 0
+    r = ann.capsule("gc", "--node")
+    assert r.returncode == 1 and "only root" in r.stderr, r
+    r = ann.capsule("images", "--node")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "LAYERS", "SIZE", "USERS", "LAST", "USED"], r.stdout
+    assert lines[1].split()[:2] == [f"{world.reg.host}/shared/multi@{record(ann)['digest']}",
+                                    "5"], r.stdout
+    # A layer no record names (a pull that never finished its record) goes; the image's stay.
+    stray = world.node.dir / "layers" / ("0" * 64)
+    cu.run(["mkdir", str(stray)], user=world.node.account, check=True)
+    admin = cu.Home(world.workdir / "admin")
+    admin.write_config(node_cache=str(world.node.socket))
+    r = admin.capsule("gc", "--node")
+    assert r.returncode == 0 and "removed 1 layer;" in r.stdout, r
+    assert not stray.exists()
+    assert all(os.path.isdir(p) for p in record(ann)["layer_paths"])
+
+
+def big_layer_image(world):
+    """An image whose second layer holds 20000 files, slow enough to unpack to be caught at."""
+    lay = cu.Layout(world.workdir / "oci-big")
+    lay.new_image("big", cu.busybox_rootfs)
+    lay.add_layer("big", [("many", "dir", None, 0o755)] +
+                  [(f"many/f{i:05d}", "file", b"%d\n" % i, 0o644) for i in range(20000)])
+    lay.push("big", world.reg.host, "shared/multi:big", creds=("alice", "wonderland"))
+    return f"{world.reg.host}/shared/multi:big"
+
+
+def test_killed_mid_unpack_leaves_no_half_layer(world):
+    name = big_layer_image(world)
+    ann = world.home("ka", "alice")
+    pull = cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "pull", "-q", name]),
+                   world.workdir / "kill-pull.log", env=ann.env())
+    tmp = world.node.dir / "tmp"
+    cu.wait_for(lambda: any(p.is_dir() and "." in p.name for p in tmp.iterdir()), 60,
+                "an unpack in progress")
+    before = set(os.listdir(world.node.dir / "layers"))
+    world.node.kill()
+    assert pull.wait(60) != 0
+    assert "node cache" in pull.log(), pull.log()
+    # What the kill interrupted is in tmp/ only; layers/ holds finished layers alone.
+    assert set(os.listdir(world.node.dir / "layers")) == before
+    world.node.start()
+    r = ann.capsule("pull", "-q", name)
+    assert r.returncode == 0, r.stderr + world.node.proc.tail()
+    assert len(record(ann)["layer_paths"]) == 2
+    many = os.path.join(record(ann)["layer_paths"][1], "many")
+    assert len(os.listdir(many)) == 20000
+
+
+def test_a_full_disk_is_named_to_every_requester(world):
+    world.node.stop()
+    # The service's store on a small file system of its own.
+    cu.run(["mount", "-t", "tmpfs", "-o", f"size=1m,uid={world.node.account[0]},mode=0755",
+            "tmpfs", str(world.node.dir.parent)], check=True)
+    try:
+        world.node.start()
+        name = world.push("multi", "shared/multi:1")
+        homes = [world.home(f"d{i}", "alice") for i in range(2)]
+        procs = [cu.Proc(cu.as_user(h.owner, [cu.capsule_binary(h.owner), "pull", "-q", name]),
+                         world.workdir / f"full{i}.log", env=h.env()) for i, h in
+                 enumerate(homes)]
+        for p in procs:
+            assert p.wait(120) != 0
+            assert "node cache" in p.log() and "space" in p.log(), p.log()
+            assert "capsule gc --node" in p.log() and str(homes[0].cache) not in p.log()
+        # Nothing half-unpacked is left where users look.
+        assert os.listdir(world.node.dir / "layers") == []
+    finally:
+        world.node.stop()
+        cu.run(["umount", "-l", str(world.node.dir.parent)])
+
+
+def test_debian_runs_for_a_user_who_did_not_pull_it(world, debian):
+    """Real Debian files with their own modes: in the node cache they belong to the service's
+    account, stored readable; in the container of a user who did not pull them they read as in
+    that user's own cache, and can be changed (copy-up keeps the mode)."""
+    debian.push("debian", world.reg.host, "shared/multi:debian", creds=("alice", "wonderland"))
+    name = f"{world.reg.host}/shared/multi:debian"
+    ann, ben = world.home("da", "alice"), world.home("db", "bob")
+    r = ann.capsule("pull", "-q", name)
+    assert r.returncode == 0, r.stderr + world.node.proc.tail()
+    # In the node cache: the service's files, widened, the image's modes in the xattr.
+    layer = record(ann)["layer_paths"][0]
+    shadow = os.path.join(layer, "etc", "shadow")
+    st = os.stat(shadow)
+    assert st.st_uid == world.node.account[0] and stat.S_IMODE(st.st_mode) == 0o644
+    assert os.getxattr(shadow, "user.containers.override_stat") == b"0:42:0640:file"
+    assert os.getxattr(os.path.join(layer, "root"), "user.containers.override_stat") == \
+        b"0:0:0700:dir"
+    script = ("stat -c '%a %u %n' /etc/shadow /root /etc/.pwd.lock; head -c5 /etc/shadow; echo; "
+              "echo 'someone:*:20000:0:99999:7:::' >> /etc/shadow && grep -c '^someone:' /etc/shadow && "
+              "stat -c '%a after' /etc/shadow && touch /new && stat -c '%a %u new' /new")
+    r = ben.capsule("run", "--remap-root", "--writable", "--no-home", name, "sh", "-c", script)
+    assert r.returncode == 0, r.stdout + r.stderr + world.node.proc.tail()
+    assert r.stdout.splitlines() == [
+        "640 0 /etc/shadow", "700 0 /root", "600 0 /etc/.pwd.lock", "root:", "1",
+        "640 after", "644 0 new"], r.stdout
+    # ben's start fetched nothing: his capsule took the manifest and config, the service found
+    # the layer.
+    assert record(ben)["layer_paths"] == record(ann)["layer_paths"]
+    # Without --remap-root the files are ben's own, as in his own cache.
+    r = ben.capsule("run", "--no-home", name, "stat", "-c", "%a %u", "/etc/shadow")
+    assert r.returncode == 0 and r.stdout == f"640 {ben.owner[0]}\n", r.stdout + r.stderr
