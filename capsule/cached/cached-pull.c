@@ -75,33 +75,6 @@ static unsigned status_of(int r)
     }
 }
 
-/* The request's image (a digest reference) and credentials, checked. */
-static int parse_request(const struct http_request *req, struct image_ref *ref, char **ret_auth,
-                         struct errmsg *e)
-{
-    json_t *body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, NULL);
-    const char *image = NULL, *auth = NULL;
-    int r = 0;
-    if (!body || json_unpack(body, "{s:s, s?s}", "image", &image, "authorization", &auth) < 0)
-        r = errmsg_set(e, -EINVAL, "the request must be a JSON object with \"image\"");
-    else if ((r = image_ref_parse(image, ref, e)) < 0)
-        ;
-    else if (!ref->digest || ref->tag)
-        r = errmsg_set(e, -EINVAL, "'%s': the node cache takes images by digest (REPO@sha256:…)",
-                       image);
-    else if (auth && !node_authorization_valid(auth))
-        r = errmsg_set(e, -EINVAL, "the authorization must be \"Bearer TOKEN\" or \"Basic …\"");
-    else if (auth && asprintf(ret_auth, "Authorization: %s", auth) < 0)
-        r = errmsg_set(e, -ENOMEM, "out of memory");
-    if (body) {
-        /* The token lives in this request only: wipe the parsed copy before it is freed. */
-        if (auth)
-            explicit_bzero((char *)auth, strlen(auth));
-        json_decref(body);
-    }
-    return r;
-}
-
 static json_t *answer(struct store *view, const struct image_record *rec, struct errmsg *e)
 {
     json_t *layers = json_array();
@@ -155,7 +128,7 @@ void cached_pull(struct cached *c, const struct http_request *req, struct http_r
     char *auth = NULL;
     struct image_record rec = {0};
     _cleanup_(store_freep) struct store *view = NULL;
-    int r = parse_request(req, &ref, &auth, &e);
+    int r = node_pull_request_parse(req->body, req->body_len, &ref, &auth, &e);
     /* The registry's own layers: see store_node_view. */
     if (r >= 0)
         r = store_node_view(c->store, ref.registry, &view, &e);
@@ -171,6 +144,11 @@ void cached_pull(struct cached *c, const struct http_request *req, struct http_r
         cached_note_use(c, rec.name, req->peer.uid);
         log_info("uid %u: %s (%zu layers)", (unsigned)req->peer.uid, rec.name, rec.n_layers);
         http_reply_json(reply, 200, j);
+        /* Room for what comes next; the answer stands either way (this image is never
+         * evicted here). */
+        struct errmsg ee = {{0}};
+        if (cached_evict(c, rec.name, &ee) < 0)
+            log_warning("eviction: %s", ee.text);
     } else {
         unsigned status = r < 0 ? status_of(r) : 500;
         atomic_fetch_add(status < 500 ? &c->stats.pulls_refused : &c->stats.pulls_failed, 1);

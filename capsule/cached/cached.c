@@ -17,6 +17,7 @@ int cached_init(struct cached *c, const struct cached_config *cfg, struct errmsg
 {
     *c = (struct cached){.cfg = cfg};
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->evict_lock, NULL);
     int r = roles_init(&c->roles, cfg->admin_group, e);
     if (r < 0)
         return r;
@@ -35,6 +36,7 @@ void cached_done(struct cached *c)
     }
     free(c->uses);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->evict_lock);
 }
 
 static struct cached_use *use_find(struct cached *c, const char *image)
@@ -167,6 +169,9 @@ static int render_metrics(struct cached *c, struct prom_writer *w)
         r = metric(w, "capsule_cached_fetched_bytes", PROM_TYPE_COUNTER,
                    "Compressed bytes downloaded from registries.",
                    (double)atomic_load(&s->bytes_fetched));
+    if (r >= 0)
+        r = metric(w, "capsule_cached_evictions", PROM_TYPE_COUNTER,
+                   "Images evicted to stay within max_size.", (double)atomic_load(&s->evictions));
     return r;
 }
 

@@ -29,12 +29,15 @@
  *   ca_file = PATH             extra CA bundle for registries
  *   parallel_downloads = N     layers fetched at once per request, 1..32 (default 4)
  *   max_layer_size = SIZE      as capsule.conf's (default 64G)
- *   max_unpacked_size = SIZE   as capsule.conf's (default 256G) */
+ *   max_unpacked_size = SIZE   as capsule.conf's (default 256G)
+ *   max_size = SIZE            what the cached layers may hold (their files' bytes); past it
+ *                              the least recently used images no container runs are evicted
+ *                              (default 0: no limit) */
 struct cached_config {
     char *dir, *socket, *metrics, *admin_group, *ca_file;
     char **insecure; /* NULL-terminated, never NULL */
     unsigned parallel;
-    uint64_t max_layer_size, max_unpacked_size;
+    uint64_t max_layer_size, max_unpacked_size, max_size;
 };
 /* Loads path (NULL: CACHED_CONFIG_PATH, which may be missing); errors name file:line. */
 int cached_config_load(const char *path, struct cached_config *ret, struct errmsg *e);
@@ -50,7 +53,7 @@ struct cached_use {
 
 struct cached_stats {
     atomic_uint_fast64_t pulls_served, pulls_refused, pulls_failed;
-    atomic_uint_fast64_t layers_fetched, layer_hits, bytes_fetched;
+    atomic_uint_fast64_t layers_fetched, layer_hits, bytes_fetched, evictions;
 };
 
 struct cached {
@@ -58,7 +61,8 @@ struct cached {
     struct store *store;
     struct roles roles;
     struct cached_stats stats;
-    pthread_mutex_t lock; /* guards uses */
+    pthread_mutex_t lock;       /* guards uses */
+    pthread_mutex_t evict_lock; /* one eviction at a time */
     struct cached_use *uses;
     size_t n_uses;
 };
@@ -75,3 +79,7 @@ void cached_handle_metrics(const struct http_request *req, struct http_reply *re
 void cached_pull(struct cached *c, const struct http_request *req, struct http_reply *reply);
 /* Notes that uid used image now. */
 void cached_note_use(struct cached *c, const char *image, uid_t uid);
+
+/* cached-evict.c: keeps the cache within max_size, never evicting keep (the image just served)
+ * or an image a container runs on. Returns how many images went, or -errno with a message. */
+int cached_evict(struct cached *c, const char *keep, struct errmsg *e);

@@ -51,34 +51,6 @@ static json_t *pull_request(struct registry *reg, const char *pinned)
     return body;
 }
 
-/* The layer directories of the answer, in the manifest's order, each for the digest the manifest
- * names there. */
-static int answer_paths(json_t *answer, const struct manifest *m, char ***ret, struct errmsg *e)
-{
-    json_t *layers = json_object_get(answer, "layers");
-    if (json_array_size(layers) != m->n_layers)
-        return errmsg_set(e, -EPROTO, "node cache: the answer has %zu layers, the manifest %zu",
-                          json_array_size(layers), m->n_layers);
-    _cleanup_strv_free_ char **paths = strv_new();
-    for (size_t i = 0; paths && i < m->n_layers; i++) {
-        json_t *l = json_array_get(layers, i);
-        const char *digest = json_string_value(json_object_get(l, "digest"));
-        const char *path = json_string_value(json_object_get(l, "path"));
-        if (!digest || strcmp(digest, m->layers[i].digest) != 0 || !path ||
-            !node_layer_path_valid(path))
-            return errmsg_set(e, -EPROTO,
-                              "node cache: the answer for layer %zu of %zu (%s) is "
-                              "not one capsule can use",
-                              i + 1, m->n_layers, m->layers[i].digest);
-        if (strv_push(&paths, path) < 0)
-            return errmsg_set(e, -ENOMEM, "out of memory");
-    }
-    if (!paths)
-        return errmsg_set(e, -ENOMEM, "out of memory");
-    *ret = TAKE_PTR(paths);
-    return 0;
-}
-
 int node_layer_source(void *userdata, struct registry *reg, const char *image_name,
                       const char *manifest_digest, const struct manifest *m, char ***ret_paths,
                       struct errmsg *e)
@@ -112,7 +84,7 @@ int node_layer_source(void *userdata, struct registry *reg, const char *image_na
         json_decref(answer);
         return r;
     }
-    r = answer_paths(answer, m, ret_paths, e);
+    r = node_pull_answer_paths(answer, m, ret_paths, e);
     json_decref(answer);
     return r;
 }

@@ -15,8 +15,13 @@
  * The credentials live in the service only for the request that carries them. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "capsule/image/manifest.h"
+#include "capsule/image/ref.h"
+#include "lib/errmsg.h"
 
 #define NODE_PULL_PATH   "/v1/pull"
 #define NODE_IMAGES_PATH "/v1/images"
@@ -31,3 +36,14 @@ bool node_authorization_valid(const char *s);
 /* Whether path can be a node cache layer directory handed to fuse-overlayfs: absolute, no "..",
  * and none of the characters its lowerdir list splits or escapes on (':', ',', '\\'). */
 bool node_layer_path_valid(const char *path);
+
+/* The service's side: a POST /v1/pull body. Fills *ref (an image by digest, without tag) and
+ * *ret_auth (the header line "Authorization: ...", malloc'd, or NULL without one). -EINVAL with
+ * a message saying what is wrong, -ENOMEM. The body's copy of the credentials is wiped. */
+int node_pull_request_parse(const char *body, size_t len, struct image_ref *ref, char **ret_auth,
+                            struct errmsg *e);
+
+/* capsule's side: the layer directories of a 200 answer to POST /v1/pull, in the manifest's
+ * order, each for the digest the manifest names there (NULL-terminated, malloc'd). -EPROTO with a
+ * message for an answer that does not fit m, -ENOMEM. */
+int node_pull_answer_paths(json_t *answer, const struct manifest *m, char ***ret, struct errmsg *e);

@@ -24,11 +24,15 @@ int store_layer_unpack(struct store *s, const char *digest, uint64_t max_unpacke
     r = store_layer_tmpdir(s, digest, &tmp, e);
     if (r < 0)
         return r;
-    /* A node store's layers are read by other users: widened, with the image's modes kept aside. */
+    /* A node store's layers are read by other users: widened, with the image's modes kept aside,
+     * and their size noted for the service's size limit. */
+    struct unpack_stats st = {0};
     if (store_is_node(s))
-        r = unpack_layer_shared(fd, tmp, max_unpacked, CAPSULE_UNPACK_RESERVE, NULL, e);
+        r = unpack_layer_shared(fd, tmp, max_unpacked, CAPSULE_UNPACK_RESERVE, &st, e);
     else
         r = unpack_layer_bounded(fd, tmp, max_unpacked, CAPSULE_UNPACK_RESERVE, NULL, e);
+    if (r >= 0 && store_is_node(s))
+        r = store_node_layer_note_size(tmp, st.bytes, e);
     if (r >= 0)
         r = store_layer_commit(s, digest, tmp, e);
     if (r < 0) {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "capsule/image/digest.h"
@@ -152,6 +153,25 @@ int store_node_layer_hold(const char *path, int *ret_fd)
     if (held.st_ino != now.st_ino || held.st_dev != now.st_dev)
         return -ENOENT;
     *ret_fd = TAKE_FD(fd);
+    return 0;
+}
+
+uint64_t store_node_layer_size(const char *path)
+{
+    char buf[32];
+    ssize_t n = getxattr(path, STORE_NODE_SIZE_XATTR, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    return strtoull(buf, NULL, 10);
+}
+
+int store_node_layer_note_size(const char *dir, uint64_t bytes, struct errmsg *e)
+{
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%llu", (unsigned long long)bytes);
+    if (setxattr(dir, STORE_NODE_SIZE_XATTR, buf, (size_t)n, 0) < 0)
+        return errmsg_set(e, negative_errno(), "%s: cannot note its size: %m", dir);
     return 0;
 }
 

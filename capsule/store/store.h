@@ -79,6 +79,12 @@ int store_node_rekey(struct store *s, struct errmsg *e);
  * read). Waits for a gc that is removing it, then finds it gone. Returns 0 and the fd (close it
  * when the container has ended), -ENOENT when path is no longer a layer, another -errno. */
 int store_node_layer_hold(const char *path, int *ret_fd);
+/* What a node store's layer directory holds (bytes of its files), as noted when it was
+ * unpacked (xattr STORE_NODE_SIZE_XATTR on its root); 0 when unknown. */
+#define STORE_NODE_SIZE_XATTR "user.capsule.unpacked_bytes"
+uint64_t store_node_layer_size(const char *path);
+/* Notes it (store-unpack.c). */
+int store_node_layer_note_size(const char *dir, uint64_t bytes, struct errmsg *e);
 
 /* ---- blobs ---- */
 

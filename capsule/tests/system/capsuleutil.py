@@ -458,12 +458,13 @@ class NodeCache:
         os.chown(parent, *self.account)
         self.dir = parent / "capsule"
         self.extra_args = list(extra_args)
+        self.config = {}  # [cache] keys of its config file, for the next start()
         self.proc = None
         self.start()
 
     def start(self):
         config = self.workdir / "capsule-cached.conf"
-        config.write_text("[cache]\n")
+        config.write_text("[cache]\n" + "".join(f"{k} = {v}\n" for k, v in self.config.items()))
         argv = as_user(self.account, [self.program, "--config", config, "--dir", self.dir,
                                       "--socket", self.socket, "--metrics",
                                       f"127.0.0.1:{self.port}", "--log-level", "debug",

@@ -359,3 +359,56 @@ def test_debian_runs_for_a_user_who_did_not_pull_it(world, debian):
     # Without --remap-root the files are ben's own, as in his own cache.
     r = ben.capsule("run", "--no-home", name, "stat", "-c", "%a %u", "/etc/shadow")
     assert r.returncode == 0 and r.stdout == f"640 {ben.owner[0]}\n", r.stdout + r.stderr
+
+
+def layer_bytes(home):
+    return sum(int(os.getxattr(p, "user.capsule.unpacked_bytes")) for p in
+               record(home)["layer_paths"])
+
+
+def locked_by_a_container(path):
+    import fcntl
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def test_size_limit_evicts_what_no_container_runs(world):
+    multi = world.push("multi", "shared/multi:1")
+    other = world.push("other", "shared/multi:other")  # shares multi's first layer
+    ann, ben = world.home("ea", "alice"), world.home("eb", "bob")
+    assert ann.capsule("pull", "-q", multi).returncode == 0
+    limit = layer_bytes(ann)
+    world.node.stop()
+    world.node.config = {"max_size": str(limit)}
+    world.node.start()
+    multi_paths = record(ann)["layer_paths"]
+    # While ann's container runs on multi, it stays, though over the limit.
+    run = cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "run", "--no-home",
+                                         "--entrypoint", "busybox", multi, "sleep", "60"]),
+                   world.workdir / "run.log", env=ann.env())
+    cu.wait_for(lambda: locked_by_a_container(multi_paths[-1]), 30, "the container's start")
+    assert ben.capsule("pull", "-q", other).returncode == 0
+    assert all(os.path.isdir(p) for p in multi_paths), world.node.proc.tail()
+    status, listed = world.node.api("GET", "/v1/images")
+    assert len(listed) == 2, listed
+    assert "what is left is in use" in world.node.proc.log()
+    run.stop()
+    # Once it has ended, the next pull makes room: multi, used longest ago, goes; the layer it
+    # shares with other stays.
+    assert ben.capsule("pull", "-q", other).returncode == 0
+    status, listed = world.node.api("GET", "/v1/images")
+    assert [i["image"].split("@")[0] for i in listed] == [f"{world.reg.host}/shared/multi"], listed
+    other_paths = record(ben)["layer_paths"]
+    assert other_paths[0] == multi_paths[0] and os.path.isdir(other_paths[0])
+    assert not any(os.path.exists(p) for p in multi_paths[1:])
+    metrics = gntest.parse_metrics(gntest.scrape(world.node.port).text())
+    assert metrics[("capsule_cached_evictions_total", ())] == 1
+    # ann's next start finds her image gone and says how to get it back.
+    r = ann.capsule("run", "--no-home", "--entrypoint", "true", multi)
+    assert r.returncode != 0 and "no longer in the node cache" in r.stderr, r.stderr
