@@ -2,11 +2,13 @@
 # Installs, builds and starts the gpunode stack on this machine:
 #   dependencies -> build-release/ -> meson install (/usr/local) -> /etc/coold/coold.conf and
 #   /etc/gpumon/gpumon.conf (written when missing) -> gpuqd (the GPU job queue), coolsim (unless
-#   a real controller is configured) + coold, and gpumon (GPU telemetry on :9400). Under systemd
-#   the units in deploy/systemd/ are installed and started; otherwise the programs run in the
-#   background with logs in /var/log/{coold,gpumon,gpuq}/, pid files in /run/{coold,gpumon,gpuq}/.
+#   a real controller is configured) + coold, gpumon (GPU telemetry on :9400), and capsule-cached
+#   (capsule's node image cache, with /etc/capsule.conf written when missing to use it). Under
+#   systemd the units in deploy/systemd/ are installed and started; otherwise the programs run in
+#   the background with logs in /var/log/{coold,gpumon,gpuq}/ and /var/log/capsule-cached.log,
+#   pid files in /run/{coold,gpumon,gpuq}/ and /run/capsule-cached.pid.
 #
-#   scripts/quickstart.sh              start (again: restarts gpuqd, coold and coolsim, new binaries)
+#   scripts/quickstart.sh              start (again: restarts the daemons, new binaries)
 #   scripts/quickstart.sh demo         watch a simulated pump failure end in a clean stop
 #   scripts/quickstart.sh --stop       stop what it started (gpuq's running jobs keep running)
 #   COOLD_DEVICE=/dev/ttyACM0 scripts/quickstart.sh   use a real controller, no simulator
@@ -21,7 +23,7 @@
 # QUICKSTART_ROOT=/tmp/x puts everything (install, /etc, /var/log, /var/lib, /run) under that
 # dir, never uses systemd, starts no Docker Engine but the demo's (its files under the dir too),
 # and takes the metrics ports from COOLD_METRICS_LISTEN, GPUMON_LISTEN and GPUQ_METRICS_LISTEN:
-# for trying and testing the script.
+# for trying and testing the script. It makes no accounts there: capsule-cached runs as nobody.
 # The build installed is an optimised one, build-release/ (meson's release build type, the one
 # the benchmarks in bench/ measure); QUICKSTART_BUILD=DIR builds and installs from DIR instead,
 # as it is set up (tests hand it the build under test), with prefix /usr/local;
@@ -67,6 +69,20 @@ GPUQ_DEFAULTS=/etc/default/gpuqd
 GPUQ_DEFAULTS_MARK="# Written by scripts/quickstart.sh"
 GPUQ_METRICS_LISTEN=${GPUQ_METRICS_LISTEN:-127.0.0.1:9430}
 GPUQ_NVML_LIBRARY=${GPUQ_NVML_LIBRARY:-}
+# capsule-cached: capsule's node-wide image cache (docs/capsule.md, "The node cache"). It runs
+# as its own system account, capsule-cache, which quickstart makes; it refuses to run as root.
+# Under QUICKSTART_ROOT no account is made and it runs as nobody (whoever else runs as nobody
+# could then write its layers: good enough for a trial tree, not for a node), with a config of
+# its own below the root, written when missing. /etc/capsule.conf is written when missing, with
+# node_cache naming the service's socket; one without node_cache is kept, with a note.
+CACHED_USER=capsule-cache
+[ -z "$R" ] || CACHED_USER=nobody
+CACHED_CONF=$R/etc/gpunode/capsule-cached.conf
+CAPSULE_CONF=$R/etc/capsule.conf
+# Its pid file and log go in root's folders, not in the account's /run/capsule: the account
+# could put a link there that root's next write would follow.
+CACHED_RUNDIR=$R/run
+CACHED_LOGDIR=$R/var/log
 PYTHON=/usr/bin/python3
 
 # The demo's private Docker Engine, its container, and the shutdown command of simulator mode.
@@ -536,6 +552,145 @@ report_gpuq_stop() {
     fi
 }
 
+# ---- capsule-cached ----
+
+# A [cache] key of capsule-cached's config, else the service's default ($2).
+cached_conf_get() {
+    local v=
+    if [ -f "$CACHED_CONF" ]; then
+        v=$(sed -n "s/^$1 *= *\([^;]*\).*/\1/p" "$CACHED_CONF" | head -n 1 | sed 's/[[:space:]]*$//')
+    fi
+    echo "${v:-$2}"
+}
+cached_dir() { cached_conf_get dir /var/cache/capsule; }
+cached_socket() { cached_conf_get socket /run/capsule/cache.sock; }
+
+# The example with the store and the socket below QUICKSTART_ROOT.
+write_cached_root_config() {
+    mkdir -p "$(dirname "$CACHED_CONF")"
+    {
+        echo "; Written by scripts/quickstart.sh: capsule-cached's paths below $R."
+        sed -e "s|^;dir = .*|dir = $R/var/cache/capsule|" \
+            -e "s|^;socket = .*|socket = $R/run/capsule/cache.sock|" \
+            deploy/capsule-cached.conf.example
+    } >"$CACHED_CONF.new"
+    mv "$CACHED_CONF.new" "$CACHED_CONF"
+    say "wrote $CACHED_CONF (store $(cached_dir), socket $(cached_socket))"
+}
+
+# The system account the service runs as, with a group of its own (the unit's Group=).
+make_cached_account() {
+    getent passwd capsule-cache >/dev/null && return 0
+    local group=(--user-group)
+    getent group capsule-cache >/dev/null && group=(--gid capsule-cache)
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+        "${group[@]}" capsule-cache
+    say "made the system account capsule-cache, which capsule-cached runs as"
+}
+
+# AS_CACHED: the command prefix that runs a program as the service's account.
+cached_as_account() {
+    AS_CACHED=(setpriv "--reuid=$CACHED_USER" "--regid=$(id -g "$CACHED_USER")" --init-groups --)
+}
+
+# What the unit's CacheDirectory= and RuntimeDirectory= make, for the background: the store and
+# the socket's folder, the account's (the service makes its layout inside the store). A socket
+# configured elsewhere than in /run/capsule needs its folder made by whoever configured it: a
+# shared folder such as /run must never become the account's. Fails, after saying why, where
+# the account cannot reach them.
+cached_dirs_prepare() {
+    local dir sock group
+    if ! getent passwd "$CACHED_USER" >/dev/null; then
+        say "note: capsule-cached not started: there is no account $CACHED_USER to run it as"
+        return 1
+    fi
+    dir=$(cached_dir)
+    sock=$(cached_socket)
+    group=$(id -gn "$CACHED_USER")
+    install -d -m 0711 -o "$CACHED_USER" -g "$group" "$dir"
+    if [ "$(dirname "$sock")" = "$R/run/capsule" ]; then
+        install -d -m 0755 -o "$CACHED_USER" -g "$group" "$R/run/capsule"
+    fi
+    cached_as_account
+    "${AS_CACHED[@]}" test -x "$SBIN/capsule-cached" -a -w "$dir" -a -w "$(dirname "$sock")" &&
+        return 0
+    say "note: capsule-cached not started: $CACHED_USER cannot reach $SBIN/capsule-cached, $dir and $(dirname "$sock")${R:+ (every folder above $R must be open to all)}"
+    return 1
+}
+
+stop_cached_bg() { RUNDIR=$CACHED_RUNDIR LOGDIR=$CACHED_LOGDIR stop_bg capsule-cached; }
+
+# Starts capsule-cached in the background as its account; fails where it cannot run.
+start_cached_bg() {
+    local argv=("$SBIN/capsule-cached")
+    [ -z "$R" ] || argv+=(--config "$CACHED_CONF")
+    cached_dirs_prepare || return 1
+    RUNDIR=$CACHED_RUNDIR LOGDIR=$CACHED_LOGDIR start_bg capsule-cached "${AS_CACHED[@]}" \
+        "${argv[@]}"
+}
+
+# The node_cache that /etc/capsule.conf names, if any.
+capsule_conf_node_cache() {
+    [ -f "$CAPSULE_CONF" ] || return 0
+    sed -n 's/^[[:space:]]*node_cache[[:space:]]*=[[:space:]]*//p' "$CAPSULE_CONF" | head -n 1 |
+        sed 's/[[:space:]]*$//'
+}
+
+# /etc/capsule.conf: written when missing, so that every user's capsule pulls through the node
+# cache; one that is there is the administrator's and stays as it is.
+write_capsule_conf() {
+    local sock have
+    sock=$(cached_socket)
+    if [ ! -f "$CAPSULE_CONF" ]; then
+        mkdir -p "$(dirname "$CAPSULE_CONF")"
+        cat >"$CAPSULE_CONF" <<EOF
+; capsule's settings for every user of this node (docs/capsule.md; every key with its default:
+; deploy/capsule.conf.example). Written by scripts/quickstart.sh.
+[capsule]
+; Pulls go through the node cache (capsule-cached): each image is downloaded and unpacked once
+; for the whole node, with each user's own registry credentials. Without this line every user
+; has a cache of their own.
+node_cache = $sock
+EOF
+        say "wrote $CAPSULE_CONF (node_cache = $sock)"
+        return 0
+    fi
+    have=$(capsule_conf_node_cache)
+    if [ -z "$have" ]; then
+        say "note: keeping $CAPSULE_CONF, which has no node_cache: users' capsule keeps a cache per user. To pull through the node cache, add 'node_cache = $sock' to its [capsule] section"
+    elif [ "$have" != "$sock" ]; then
+        say "note: $CAPSULE_CONF has node_cache = $have, but capsule-cached listens on $sock"
+    fi
+}
+
+# Waits up to 10 s for capsule-cached's first answer, then says what it holds.
+report_cached() {
+    local sock out=
+    sock=$(cached_socket)
+    for _ in $(seq 50); do
+        out=$(curl -sf --max-time 2 --unix-socket "$sock" http://capsule/v1/images 2>/dev/null) &&
+            break
+        out=
+        sleep 0.2
+    done
+    if [ -z "$out" ]; then
+        say "capsule-cached is not answering on $sock yet; see its log"
+        return 0
+    fi
+    say "capsule-cached: node cache $(cached_dir) with $("$PYTHON" -c 'import json, sys
+print(len(json.loads(sys.argv[1])))' "$out") image(s), on $sock"
+}
+
+# The capsule command as a user types it here; below a root it reads that root's capsule.conf
+# and finds its helper, which an installed capsule looks for in /usr/local.
+capsule_cmd() {
+    if [ -n "$R" ]; then
+        echo "CAPSULE_PULL=$R/usr/local/libexec/gpunode/capsule-pull $BIN/capsule --config $CAPSULE_CONF"
+    else
+        echo capsule
+    fi
+}
+
 # ---- stop ----
 
 quickstart_stop() {
@@ -543,11 +698,12 @@ quickstart_stop() {
     running=$(gpuq_running_jobs)
     if use_systemd; then
         # coold (After=gpuqd.service) stops before gpuqd.
-        systemctl stop gpumon.service coold.service gpuqd.service coolsim.service \
-            gpunode-demo-docker.service 2>/dev/null || true
-        say "stopped gpumon.service, coold.service, gpuqd.service, coolsim.service and gpunode-demo-docker.service"
+        systemctl stop gpumon.service capsule-cached.service coold.service gpuqd.service \
+            coolsim.service gpunode-demo-docker.service 2>/dev/null || true
+        say "stopped gpumon.service, capsule-cached.service, coold.service, gpuqd.service, coolsim.service and gpunode-demo-docker.service"
     else
         stop_gpumon_bg
+        stop_cached_bg
         stop_bg coold
         stop_gpuqd_bg
         remove_gpuqd_cgroup
@@ -557,6 +713,9 @@ quickstart_stop() {
         stop_bg dockerd dockerd 30
     fi
     report_gpuq_stop "$running"
+    if [ "$(capsule_conf_node_cache)" = "$(cached_socket)" ]; then
+        say "capsule: pulls fail while capsule-cached is stopped ($CAPSULE_CONF names its socket in node_cache); run ${R:+QUICKSTART_ROOT=$R }$0 again to start it"
+    fi
 }
 
 # ---- the pump-failure demo ----
@@ -822,14 +981,15 @@ ninja -C "$BUILD" >/dev/null || ninja -C "$BUILD"
 DESTDIR=$R meson install -C "$BUILD" --no-rebuild --quiet
 install -D -m 0755 deploy/coolant-demo-halt "$DEMO_HALT"
 for prog in "$SBIN/coold" "$BIN/coolctl" "$BIN/coolsim" "$BIN/gpumon" "$BIN/capsule" \
-    "$SBIN/gpuqd" "$BIN/gpuq" "$GPUQ_RUN_PROGRAM"; do
+    "$SBIN/capsule-cached" "$SBIN/gpuqd" "$BIN/gpuq" "$GPUQ_RUN_PROGRAM"; do
     [ -x "$prog" ] || die "meson install did not install $prog"
 done
-say "installed coold, coolctl, coolsim, gpumon, capsule, gpuqd, gpuq, gpuq-run (libexec/gpunode), coolant-demo-halt under $R/usr/local"
+say "installed coold, coolctl, coolsim, gpumon, capsule, capsule-cached, gpuqd, gpuq, gpuq-run (libexec/gpunode), coolant-demo-halt under $R/usr/local"
 
 # ---- 2. configuration ----
 mkdir -p "$ETC/hooks.d" "$LOGDIR"
 [ -f "$GPUMON_ETC/gpumon.conf" ] || write_gpumon_config
+[ -z "$R" ] || [ -f "$CACHED_CONF" ] || write_cached_root_config
 if [ ! -f "$ETC/coold.conf" ]; then
     write_config
 elif [ -n "${COOLD_DEVICE:-}" ] && [ "$(conf_get device)" != "$COOLD_DEVICE" ]; then
@@ -841,6 +1001,7 @@ socket=$(conf_get socket)
 listen=$(conf_get listen)
 
 # ---- 3. start ----
+cached=no
 if [ $simulated = yes ]; then
     if use_systemd; then
         install -m 0644 deploy/systemd/gpunode-demo-docker.service /etc/systemd/system/
@@ -878,7 +1039,13 @@ if use_systemd; then
     systemctl daemon-reload
     systemctl enable --quiet gpumon.service
     systemctl restart gpumon.service
-    say "started with systemd: gpuqd.service, gpumon.service, coold.service$([ $simulated = no ] || echo ', coolsim.service, gpunode-demo-docker.service')"
+    make_cached_account
+    install -m 0644 deploy/systemd/capsule-cached.service /etc/systemd/system/
+    systemctl daemon-reload
+    systemctl enable --quiet capsule-cached.service
+    systemctl restart capsule-cached.service
+    cached=yes
+    say "started with systemd: gpuqd.service, gpumon.service, capsule-cached.service, coold.service$([ $simulated = no ] || echo ', coolsim.service, gpunode-demo-docker.service')"
 else
     if [ -z "$R" ] && [ $simulated = no ] && ! engine_up /run/docker.sock; then
         start_bg dockerd dockerd
@@ -899,13 +1066,19 @@ else
     start_bg coold "$SBIN/coold" --config "$ETC/coold.conf"
     stop_gpumon_bg
     start_gpumon_bg
+    [ -n "$R" ] || make_cached_account
+    stop_cached_bg
+    start_cached_bg && cached=yes
 fi
+# Users' capsule pulls through the node cache once it runs.
+[ $cached = no ] || write_capsule_conf
 
 # ---- 4. wait, then tell how to look ----
 wait_for_coold || true
 coolctl status || say "coold is not answering yet; see its log"
 report_gpumon
 report_gpuq
+[ $cached = no ] || report_cached
 
 ctl="coolctl"
 [ "$socket" = /run/coold/coold.sock ] || ctl="coolctl --socket $socket"
@@ -913,9 +1086,18 @@ ctl="coolctl"
 rerun="${R:+QUICKSTART_ROOT=$R }$0"
 gq=$(gpuq_cmd)
 if use_systemd; then
-    logs="journalctl -u coold -u coolsim -u gpumon -u gpuqd -f"
+    logs="journalctl -u coold -u coolsim -u gpumon -u gpuqd -u capsule-cached -f"
 else
     logs="tail -f $LOGDIR/coold.log $LOGDIR/coolsim.log $GPUMON_LOGDIR/gpumon.log $GPUQ_LOGDIR/gpuqd.log"
+    [ $cached = no ] || logs+=" $CACHED_LOGDIR/capsule-cached.log"
+fi
+node_cache=
+if [ $cached = yes ] && [ "$(capsule_conf_node_cache)" = "$(cached_socket)" ]; then
+    node_cache="
+  $(capsule_cmd) images --node   # the node cache: each image pulled once for every user"
+elif [ $cached = yes ]; then
+    node_cache="
+  curl -s --unix-socket $(cached_socket) http://capsule/v1/images   # the node cache's images"
 fi
 cat <<EOF
 
@@ -925,7 +1107,7 @@ Running. Look at it:
   curl -s http://$listen/metrics | grep ^coold_
   curl -s $(gpumon_url) | grep -E '^(gpumon_up|DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED)'
   $gq submit --gpus 1 -- nvidia-smi -L   # as any user; then: $gq ls, $gq logs -f ID
-  $gq queues         # queues, quotas, what runs (docs/gpuq.md)
+  $gq queues         # queues, quotas, what runs (docs/gpuq.md)$node_cache
   $logs
 
 Rehearse the emergency stop: every stage runs, but no container is stopped, no HALT is sent

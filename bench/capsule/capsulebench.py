@@ -8,17 +8,19 @@ filesystem), each from an empty cache every run, interleaved. enroot is not the 
 in Debian, and it does the job differently (curl, then a squashfs image).
 Part 2, warm start to exit of /bin/true: `capsule run` against `docker run --rm` on a private
 dockerd and against the floor, `unshare -Urm chroot ROOTFS /bin/true`, timed by hyperfine.
+Part 3, the node cache (nodebench.py): a second user's first `capsule run` of an image another
+user pulled through capsule-cached, against the same user's cold start and the warm floor.
 Every figure is printed next to its peer, measured in this invocation on this machine.
 
 bench/capsule/run starts this in its own process group and ends that group on exit; the
-harness also stops what it started itself (registry, dockerd) when it ends or is signalled.
+harness also stops what it started itself (registry, dockerd, capsule-cached, the test users)
+when it ends or is signalled.
 See bench/capsule/README.md.
 """
 
 import argparse
 import json
 import os
-import resource
 import shlex
 import shutil
 import signal
@@ -31,101 +33,26 @@ REPO = Path(__file__).resolve().parents[2]
 # A script, not a pytest run: the helpers' folders that pytest.ini's pythonpath gives the tests.
 sys.path[:0] = [str(REPO / "tests" / "pylib"), str(REPO / "capsule" / "tests" / "system")]
 import capsuleutil as cu  # noqa: E402 - the system tests' registry and image builders
+from benchlib import (  # noqa: E402
+    ENTRY_COUNT,
+    BenchError,
+    median,
+    note,
+    output_of,
+    ratio,
+    remove_tree,
+    run_logged,
+    summary,
+    tree_bytes,
+    version_of,
+)
+from nodebench import NodeBench  # noqa: E402
 
 DEEP_LAYERS = 40
 BUSYBOX_APPLETS = ("sh", "true", "ls", "cat", "echo", "find", "wc", "test", "env", "id")
 LIBS_DIR = Path("/usr/lib/x86_64-linux-gnu")
 LIBS_BUDGET = 40 << 20  # bytes of shared libraries in the libs layer
 LIB_MAX = 4 << 20  # skip the giants (libLLVM...): many mid-sized files, as real images have
-
-
-class BenchError(Exception):
-    pass
-
-
-def note(msg):
-    """Progress, on stderr, so stdout is the report alone."""
-    print(f"bench: {msg}", file=sys.stderr, flush=True)
-
-
-# ---- statistics ----
-
-
-def percentile(values, p):
-    """Nearest-rank percentile of a non-empty list."""
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, -(-len(s) * p // 100) - 1))
-    return s[int(k)]
-
-
-def median(values):
-    s = sorted(values)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-
-
-def summary(values):
-    return {"n": len(values), "mean": sum(values) / len(values), "median": median(values),
-            "p90": percentile(values, 90), "min": min(values), "max": max(values)}
-
-
-def ratio(a, b):
-    return f"{a / b:.2f}" if b > 0 else "n/a"
-
-
-# ---- processes and files ----
-
-
-def run_logged(argv, log, env=None, timeout=600):
-    """Runs argv to completion with its output appended to log; raises BenchError with the
-    log's tail when it fails. Returns (wall seconds, CPU seconds of it and its waited-for
-    children)."""
-    argv = [str(a) for a in argv]
-    with open(log, "ab") as f:
-        f.write(f"$ {shlex.join(argv)}\n".encode())
-        f.flush()
-        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                           env=env, timeout=timeout)
-        elapsed = time.perf_counter() - t0
-        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime
-    if r.returncode != 0:
-        tail = "\n".join(Path(log).read_text(errors="replace").splitlines()[-15:])
-        raise BenchError(f"{argv[0]} exited with {r.returncode}:\n{tail}")
-    return elapsed, cpu
-
-
-def output_of(argv, env=None):
-    r = subprocess.run([str(a) for a in argv], stdin=subprocess.DEVNULL, capture_output=True,
-                       text=True, env=env, timeout=120)
-    if r.returncode != 0:
-        raise BenchError(f"{shlex.join(map(str, argv))}: exit {r.returncode}: {r.stderr.strip()}")
-    return r.stdout.strip()
-
-
-def remove_tree(path):
-    """rm -rf that also gets through directories an unpack left without write permission, and
-    never follows a mount out of the tree."""
-    path = Path(path)
-    if not path.exists():
-        return
-    if subprocess.run(["rm", "-rf", "--one-file-system", str(path)],
-                      stderr=subprocess.DEVNULL).returncode != 0:
-        subprocess.run(["chmod", "-R", "u+rwX", str(path)], stderr=subprocess.DEVNULL)
-        subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=True)
-
-
-def tree_bytes(path):
-    return int(output_of(["du", "-sb", path]).split()[0])
-
-
-def version_of(argv):
-    try:
-        return output_of(argv).splitlines()[0]
-    except (BenchError, OSError, IndexError):
-        return "?"
 
 
 # ---- the images ----
@@ -225,6 +152,8 @@ class Bench:
         self.registry = None
         self.dockerd = None
         self.docker_env = None
+        self.node = None
+        self.node_left_out = None
         self.results = {}
 
     def ref(self, tag):
@@ -329,13 +258,10 @@ class Bench:
             self.unpacked = tree_bytes(self.floor_big)
         self.floor_deep = self.unpack_local("deep")
         self.start_docker()
-        # The same tree on both sides: a missing whiteout or layer would show here. (capsule
-        # adds /etc/hosts and /etc/resolv.conf as mount points; they are left out.)
-        count = ["/bin/sh", "-c",
-                 "find /bin /etc /usr -xdev ! -path /etc/hosts ! -path /etc/resolv.conf | wc -l"]
-        c = output_of([self.capsule, "run", "--no-home", self.ref("big"), *count],
+        # The same tree on both sides: a missing whiteout or layer would show here.
+        c = output_of([self.capsule, "run", "--no-home", self.ref("big"), *ENTRY_COUNT],
                       env=self.warm_env)
-        f = output_of(["unshare", "-Urm", "chroot", self.floor_big, *count])
+        f = output_of(["unshare", "-Urm", "chroot", self.floor_big, *ENTRY_COUNT])
         self.sanity = f"entries under /bin /etc /usr: capsule {c}, floor {f}"
         if c != f:
             note(f"warning: the trees differ: {self.sanity}")
@@ -527,9 +453,35 @@ class Bench:
             print(f"  dockerd {self.docker_version}")
         self.warn_load(load, "after")
 
+    # ---- part 3: the node cache ----
+
+    def part_node(self):
+        """Runs nodebench's part; in a full run, one that cannot run here (not root, no
+        capsule-cached) is left out with the reason in the report, as Docker is."""
+        self.stop_docker()  # idle, but its daemons would share the CPUs with the starts
+        self.node = NodeBench(self.tmp, self.logs, self.capsule, self.a.capsule_cached,
+                              self.ref("big"), self.a.node_rounds, self.a.node_warm)
+        why = self.node.cannot()
+        if why and self.a.only != "node":
+            note(f"node cache part left out: {why}")
+            self.node_left_out = why
+            return
+        self.node.prepare()
+        self.node.measure()
+        self.results["node"] = self.node.results
+
+    def report_node(self):
+        if self.node_left_out:
+            print(f"\n== 3. node cache: left out: {self.node_left_out}")
+        elif "node" in self.results:
+            self.node.report(self.big_layers)
+
     def close(self):
-        """Stops dockerd and the registry; safe to call twice."""
+        """Stops dockerd, the node cache part's service and users, and the registry; safe to
+        call twice."""
         self.stop_docker()
+        if self.node:
+            self.node.close()
         if self.registry:
             self.registry.stop()
             self.registry = None
@@ -541,10 +493,15 @@ def parse_args(argv):
     p.add_argument("--build-type", default="unknown")
     p.add_argument("--tmpdir", required=True)
     p.add_argument("--quick", action="store_true", help="1 cold pull, 20 starts, 3 warmups")
-    p.add_argument("--only", choices=("pull", "start"))
+    p.add_argument("--only", choices=("pull", "start", "node"))
     p.add_argument("--pull-runs", type=int)
     p.add_argument("--start-runs", type=int)
     p.add_argument("--warmup", type=int)
+    p.add_argument("--node-rounds", type=int, help="part 3: timed rounds (cold and node-cache "
+                   "first starts once per round)")
+    p.add_argument("--node-warm", type=int, help="part 3: warm starts of each kind per round")
+    p.add_argument("--capsule-cached", help="default: $CAPSULE_CACHED, else capsule-cached "
+                   "beside capsule")
     p.add_argument("--parallel", type=int, help="capsule's parallel_downloads for its main "
                    "figure (default: capsule's own default)")
     p.add_argument("--docker", default="/usr/bin/docker")
@@ -557,6 +514,10 @@ def parse_args(argv):
     a.pull_runs = a.pull_runs or (1 if a.quick else 3)
     a.start_runs = a.start_runs or (20 if a.quick else 50)
     a.warmup = a.warmup if a.warmup is not None else (3 if a.quick else 5)
+    a.node_rounds = a.node_rounds or (4 if a.quick else 10)
+    a.node_warm = a.node_warm or 5
+    a.capsule_cached = a.capsule_cached or os.environ.get("CAPSULE_CACHED") or \
+        str(Path(a.capsule).parent / "capsule-cached")
     return a
 
 
@@ -572,16 +533,19 @@ def main(argv):
     try:
         b.header()
         b.setup_images()
-        if a.only != "start":
+        if a.only in (None, "pull"):
             b.part_pull()
-        if a.only != "pull":
+        if a.only in (None, "start"):
             b.prepare_start()
             b.part_start()
+        if a.only in (None, "node"):
+            b.part_node()
         b.close()
         if "pull" in b.results:
             b.report_pull()
         if "start" in b.results:
             b.report_start()
+        b.report_node()
         b.footer()
         if a.json:
             Path(a.json).write_text(json.dumps(b.results, indent=1))

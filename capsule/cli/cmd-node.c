@@ -110,7 +110,8 @@ int cmd_node_gc(int argc, char **argv, struct cli_ctx *ctx)
     printf("node cache: removed %lld layer%s; freed %s\n", layers, layers == 1 ? "" : "s",
            units_format_bytes(json_integer_value(json_object_get(st, "freed_bytes")), freed));
     if (busy)
-        printf("kept %lld layer%s being unpacked\n", busy, busy == 1 ? "" : "s");
+        printf("kept %lld layer%s in use by running containers or unpacks\n", busy,
+               busy == 1 ? "" : "s");
     json_decref(st);
     return 0;
 }

@@ -267,6 +267,14 @@ def test_gc_is_for_root_and_keeps_what_images_use(world):
     cu.run(["mkdir", str(stray)], user=world.node.account, check=True)
     admin = cu.Home(world.workdir / "admin")
     admin.write_config(node_cache=str(world.node.socket))
+    # While a container runs on it (its capsule holds the directory locked), it stays.
+    import fcntl
+    fd = os.open(stray, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    r = admin.capsule("gc", "--node")
+    os.close(fd)
+    assert r.returncode == 0 and "removed 0 layers;" in r.stdout, r
+    assert "kept 1 layer" in r.stdout and stray.exists(), r
     r = admin.capsule("gc", "--node")
     assert r.returncode == 0 and "removed 1 layer;" in r.stdout, r
     assert not stray.exists()

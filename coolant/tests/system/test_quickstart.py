@@ -1,10 +1,12 @@
 """scripts/quickstart.sh end to end, as the README tells a new user to run it, in QUICKSTART_ROOT
 mode (everything under a temp dir, no systemd): start the stack, start it again, run a gpuq job,
 watch the simulated pump failure end in a clean stop (`quickstart.sh demo`, which drains gpuq),
-stop everything (gpuq's running jobs excepted, by design)."""
+stop everything (gpuq's running jobs excepted, by design). capsule's node cache (capsule-cached)
+runs beside them, as nobody: QUICKSTART_ROOT makes no accounts."""
 
 import json
 import os
+import pwd
 import re
 import signal
 import subprocess
@@ -65,6 +67,12 @@ class Quickstart:
         self.gpuq_cgroup_file = root / "run/gpuq/gpuqd.cgroup"
         self.demo_socket = root / "run/gpunode-demo/docker.sock"
         self.conf = root / "etc/coold/coold.conf"
+        # capsule-cached: its store and socket below the root, its pid file and log in root's
+        # folders; users' capsule finds it through the capsule.conf quickstart writes.
+        self.cache_dir = root / "var/cache/capsule"
+        self.cache_socket = root / "run/capsule/cache.sock"
+        self.cache_pid_file = root / "run/capsule-cached.pid"
+        self.capsule_conf = root / "etc/capsule.conf"
 
     def run(self, *args, timeout=90, env=None):
         """Runs quickstart.sh in a process group of its own, killed whole on a timeout, so
@@ -111,6 +119,32 @@ class Quickstart:
             lambda: (j := self.gpuq_get(f"/v1/jobs/{job_id}")["job"])["state"] == state and j,
             timeout, f"gpuq job {job_id} to be {state}")
 
+    def cached_images(self):
+        """GET /v1/images on capsule-cached's socket, as root: the cached images, a JSON list."""
+        r = sysutil.api(self.cache_socket, "GET", "/v1/images", timeout=10)
+        assert r.status == 200, r
+        images = r.json()
+        assert isinstance(images, list), images
+        return images
+
+    def cached_pid(self):
+        """capsule-cached's pid from quickstart's pid file, checked to be that program's and
+        running as nobody, never root."""
+        pid = int(self.cache_pid_file.read_text())
+        assert Path(f"/proc/{pid}/comm").read_text() == "capsule-cached\n"
+        uids = next(line.split()[1:] for line in Path(f"/proc/{pid}/status").read_text()
+                    .splitlines() if line.startswith("Uid:"))
+        assert set(map(int, uids)) == {pwd.getpwnam("nobody").pw_uid}, uids
+        return pid
+
+    def capsule_as(self, user, *args):
+        """The installed capsule, as `user`, with the capsule.conf quickstart wrote as its own
+        (capsule reads the node's /etc/capsule.conf, not the root's)."""
+        return sysutil.run([self.root / "usr/local/bin/capsule", "--config", self.capsule_conf,
+                            *args], user=user, timeout=30,
+                           env={"CAPSULE_PULL": str(self.root / "usr/local/libexec/gpunode"
+                                                    / "capsule-pull")})
+
     def conf_value(self, key):
         for line in self.conf.read_text().splitlines():
             k, sep, v = line.partition("=")
@@ -122,7 +156,8 @@ class Quickstart:
         out = []
         logs = [*(self.root / "var/log/coold").glob("*.log"),
                 *(self.root / "var/log/gpumon").glob("*.log"),
-                *(self.root / "var/log/gpuq").glob("*.log")]
+                *(self.root / "var/log/gpuq").glob("*.log"),
+                *(self.root / "var/log").glob("capsule-cached.log")]
         for log in sorted(logs):
             out.append(f"--- {log.name} ---\n" + "\n".join(log.read_text(errors="replace")
                                                           .splitlines()[-30:]))
@@ -157,7 +192,7 @@ def quickstart(request):
         subprocess.run(["rm", "-rf", "--one-file-system", str(root)], capture_output=True)
 
 
-def test_quickstart_demo_ends_in_a_clean_stop(quickstart):
+def test_quickstart_demo_ends_in_a_clean_stop(quickstart, users):
     qs = quickstart
     rc, out = qs.run(timeout=120)
     assert rc == 0, out
@@ -182,6 +217,23 @@ def test_quickstart_demo_ends_in_a_clean_stop(quickstart):
         f"nvml_library = {nvml}\n") == 1
     assert (qs.root / "etc/gpumon/gpumon.conf").read_text().count(
         f"listen = 127.0.0.1:{qs.gpumon_port}") == 1
+
+    # capsule-cached runs beside them as nobody, on a store and a socket folder of that account's,
+    # and answers everyone; the capsule.conf quickstart wrote makes users' capsule use it.
+    assert qs.cached_images() == []
+    cached = qs.cached_pid()
+    nobody = pwd.getpwnam("nobody")
+    for path, mode in ((qs.cache_dir, 0o711), (qs.cache_socket.parent, 0o755)):
+        st = path.stat()
+        assert (st.st_uid, st.st_mode & 0o7777) == (nobody.pw_uid, mode), (path, oct(st.st_mode))
+    assert (qs.cache_dir / "node.key").stat().st_uid == nobody.pw_uid
+    assert "\n[capsule]\n" in qs.capsule_conf.read_text()
+    assert f"\nnode_cache = {qs.cache_socket}\n" in qs.capsule_conf.read_text()
+    r = qs.capsule_as(users.ids("reader"), "images", "--node", "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout) == [], r.stdout + r.stderr
+    assert (f"capsule-cached: node cache {qs.cache_dir} with 0 image(s), on {qs.cache_socket}"
+            in out), out
+    assert f"--config {qs.capsule_conf} images --node" in out, out
 
     # gpuqd runs beside them: one queue over every GPU NVML shows, and the installed gpuq-run
     # runs a job on one of them, in a scope below the cgroup quickstart gave gpuqd.
@@ -217,12 +269,21 @@ def test_quickstart_demo_ends_in_a_clean_stop(quickstart):
 
     # Idempotent: a second run keeps the configuration and the running demo container; it
     # restarts gpuqd, whose running job runs on (the same run).
-    conf = qs.conf.read_text()
+    conf, capsule_conf = qs.conf.read_text(), qs.capsule_conf.read_text()
+    node_key = (qs.cache_dir / "node.key").read_bytes()
     rc, out = qs.run(timeout=90)
     assert rc == 0, out
     assert qs.conf.read_text() == conf
     assert qs.container()["Id"] == first["Id"]
     assert "started gpuqd" in out, out
+    # ... and capsule-cached: a new process on the same store (its key kept), with the same
+    # capsule.conf.
+    assert f"stopped capsule-cached (pid {cached})" in out, out
+    assert not Path(f"/proc/{cached}").exists()
+    assert qs.cached_pid() != cached
+    assert qs.cached_images() == []
+    assert (qs.cache_dir / "node.key").read_bytes() == node_key
+    assert qs.capsule_conf.read_text() == capsule_conf
     j = qs.gpuq_get(f"/v1/jobs/{sleeper}")["job"]
     assert j["state"] == "RUNNING" and j["runs"] == 1, j
 
@@ -269,6 +330,9 @@ def test_quickstart_demo_ends_in_a_clean_stop(quickstart):
     assert f"{gq} drain --wait 5m" in out, out
     assert not _can_connect(qs.socket), "coold still answers after --stop"
     assert not _can_connect(qs.gpuq_socket), "gpuqd still answers after --stop"
+    assert not _can_connect(qs.cache_socket), "capsule-cached still answers after --stop"
+    assert not qs.cache_pid_file.exists()
+    assert f"capsule: pulls fail while capsule-cached is stopped ({qs.capsule_conf}" in out, out
 
     def left():
         return [c for c in map(_cmdline, _procs_under(qs.root)) if c]
@@ -311,6 +375,41 @@ def _can_connect(path):
         return True
     except OSError:
         return False
+
+
+def test_quickstart_node_cache_needs_a_reachable_root_and_keeps_a_capsule_conf(quickstart):
+    """capsule-cached runs as nobody under QUICKSTART_ROOT: a root nobody cannot enter means no
+    node cache, said so, while the rest starts; and an administrator's capsule.conf is never
+    rewritten, only named in a note."""
+    qs = quickstart
+    qs.root.chmod(0o700)
+    rc, out = qs.run(timeout=120)
+    assert rc == 0, out
+    assert "note: capsule-cached not started: nobody cannot reach" in out, out
+    assert f"every folder above {qs.root} must be open to all" in out, out
+    assert not qs.cache_pid_file.exists() and not qs.cache_socket.exists()
+    assert not qs.capsule_conf.exists(), "capsule.conf names a node cache that does not run"
+    assert "images --node" not in out, out
+    assert qs.status()["controller"]["link"] == "up"
+
+    qs.root.chmod(0o755)
+    own = "[capsule]\nremap_root = no\n"
+    qs.capsule_conf.write_text(own)
+    rc, out = qs.run(timeout=90)
+    assert rc == 0, out
+    assert qs.cached_images() == []
+    qs.cached_pid()
+    assert qs.capsule_conf.read_text() == own
+    assert (f"note: keeping {qs.capsule_conf}, which has no node_cache" in out
+            and f"add 'node_cache = {qs.cache_socket}' to its [capsule] section" in out), out
+    # Without node_cache users' capsule cannot see the node cache: the summary shows the socket.
+    assert f"curl -s --unix-socket {qs.cache_socket} http://capsule/v1/images" in out, out
+
+    rc, out = qs.run("--stop", timeout=90)
+    assert rc == 0, out
+    assert "stopped capsule-cached" in out, out
+    assert not _can_connect(qs.cache_socket)
+    assert "pulls fail while capsule-cached is stopped" not in out, out
 
 
 def test_demo_refuses_a_real_controller_and_an_unsafe_config(quickstart):
