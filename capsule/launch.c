@@ -389,9 +389,7 @@ static int on_held(pid_t pid, void *userdata)
     return h->req->on_held(pid, sp->argv, sp->env, sp->cwd, h->req->userdata);
 }
 
-/* The program that mounts node cache images: capsule.conf's fuse_overlayfs, else the first
- * fuse-overlayfs on PATH. NULL when there is none (the runtime then says what to install). */
-static const char *fuse_program(const struct capsule_config *config, char *buf, size_t size)
+const char *launch_fuse_program(const struct capsule_config *config, char *buf, size_t size)
 {
     if (config->fuse_overlayfs)
         return config->fuse_overlayfs;
@@ -456,7 +454,7 @@ static int run(struct store *st, struct launch_state *s, const struct launch_req
         .on_started = hold ? on_held : req->on_started,
         .userdata = hold ? (void *)&held : req->userdata,
         .cgroup_scope = scope[0] ? scope : NULL,
-        .fuse_overlayfs = s->node ? fuse_program(req->config, fuse, sizeof(fuse)) : NULL,
+        .fuse_overlayfs = s->node ? launch_fuse_program(req->config, fuse, sizeof(fuse)) : NULL,
     };
     int r = runtime_run(&spec, ret_exit, e);
     if (scratch.dir)

@@ -86,6 +86,11 @@ int launch_resolve_image(struct store *st, const char *arg, enum launch_pull_pol
  * executed (the runtime's "exec '…'" errors), else 125. */
 int launch_exit_code(int r, const struct errmsg *e);
 
+/* The program that mounts node cache images: capsule.conf's fuse_overlayfs, else the first
+ * fuse-overlayfs on PATH, else "fuse-overlayfs" (which the runtime then refuses, saying what to
+ * install). buf holds a path found on PATH. */
+const char *launch_fuse_program(const struct capsule_config *config, char *buf, size_t size);
+
 /* Runs the container and waits. Returns 0 with *ret_exit the command's status, or a negative
  * errno with a message; *ret_exit is then the exit code the CLI should use (125, or 126/127 when
  * the command itself could not be executed). */

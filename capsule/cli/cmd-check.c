@@ -4,13 +4,18 @@
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "capsule/cli/cli.h"
 #include "capsule/gpu/gpu-inject.h"
+#include "capsule/launch.h"
+#include "lib/macro.h"
 #include "capsule/runtime/runtime.h"
 #include "capsule/store/store.h"
 
@@ -82,6 +87,34 @@ static void gpu_line(const struct gpu_check_line *l, void *userdata)
         line(c, l->ok, "gpu", l->text);
 }
 
+/* Whether something accepts connections on the Unix socket at path: 0 or -errno with a message.
+ * No request is made; capsule itself speaks no HTTP (capsule-pull does). */
+static int socket_answers(const char *path, struct errmsg *e)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return errmsg_set(e, -ENAMETOOLONG, "%s: the path is too long for a socket", path);
+    strcpy(sa.sun_path, path);
+    _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        return errmsg_set(e, negative_errno(), "%s: %m (is capsule-cached running?)", path);
+    return 0;
+}
+
+/* The node cache: its service answers on the socket, and this host mounts its layers. */
+static void check_node_cache(struct check_ctx *c, const struct capsule_config *config)
+{
+    char detail[PATH_MAX + 64];
+    struct errmsg e = {{0}};
+    snprintf(detail, sizeof(detail), "%s: capsule-cached answers", config->node_cache);
+    check_probe(c, "node cache", socket_answers(config->node_cache, &e), &e, detail);
+    char buf[PATH_MAX];
+    const char *program = launch_fuse_program(config, buf, sizeof(buf));
+    e.text[0] = '\0';
+    snprintf(detail, sizeof(detail), "%s mounts node cache layers with the images' modes", program);
+    check_probe(c, "fuse-overlayfs", runtime_probe_fuse_overlayfs(program, &e), &e, detail);
+}
+
 int cmd_check(int argc, char **argv, struct cli_ctx *ctx)
 {
     static const struct option opts[] = {
@@ -116,6 +149,8 @@ int cmd_check(int argc, char **argv, struct cli_ctx *ctx)
         check_probe(&c, "overlayfs in userns", runtime_probe_overlay(scratch, &e), &e,
                     "works (layers are mounted, not copied)");
     }
+    if (ctx->config.node_cache)
+        check_node_cache(&c, &ctx->config);
     gpu_inject_check(driver_root, gpu_line, &c);
     printf("\n%s\n", c.failed ? "some checks failed: see above" : "this host can run capsule");
     return c.failed ? 1 : 0;

@@ -103,6 +103,16 @@ def test_two_users_one_download(world):
     assert all(e.stat().st_uid == world.node.account[0] for e in entries)
     r = cu.run(["ls", str(layers_dir)], user=world.users.user("nb"))
     assert r.returncode != 0 and "Permission denied" in r.stderr, r
+    # capsule check says the node cache answers and this host can mount its layers.
+    r = ben.capsule("check")
+    lines = [line.split() for line in r.stdout.splitlines()]
+    assert ["ok", "node", "cache", f"{world.node.socket}:", "capsule-cached", "answers"] in lines, \
+        r.stdout
+    assert any(line[:2] == ["ok", "fuse-overlayfs"] for line in lines), r.stdout
+    world.node.stop()
+    r = ben.capsule("check")
+    assert r.returncode == 1 and "is capsule-cached running?" in r.stdout, r.stdout
+    world.node.start()
 
 
 def bearer_token(ts, user, repository):
