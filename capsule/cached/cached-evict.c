@@ -48,7 +48,7 @@ static int layer_paths(struct cached *c, const struct image_record *r, char ***r
     if (k < 0)
         return k;
     _cleanup_(store_freep) struct store *view = NULL;
-    k = store_node_view(c->store, ref.registry, &view, e);
+    k = cached_view(c, ref.registry, &view, e);
     image_ref_done(&ref);
     _cleanup_strv_free_ char **paths = strv_new();
     for (size_t i = 0; k >= 0 && paths && i < r->n_layers; i++) {

@@ -131,7 +131,7 @@ void cached_pull(struct cached *c, const struct http_request *req, struct http_r
     int r = node_pull_request_parse(req->body, req->body_len, &ref, &auth, &e);
     /* The registry's own layers: see store_node_view. */
     if (r >= 0)
-        r = store_node_view(c->store, ref.registry, &view, &e);
+        r = cached_view(c, ref.registry, &view, &e);
     if (r >= 0)
         r = pull_for(c, view, &ref, auth, &rec, &e);
     if (auth) {

@@ -18,6 +18,7 @@ int cached_init(struct cached *c, const struct cached_config *cfg, struct errmsg
     *c = (struct cached){.cfg = cfg};
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->evict_lock, NULL);
+    pthread_rwlock_init(&c->key_lock, NULL);
     int r = roles_init(&c->roles, cfg->admin_group, e);
     if (r < 0)
         return r;
@@ -37,6 +38,15 @@ void cached_done(struct cached *c)
     free(c->uses);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->evict_lock);
+    pthread_rwlock_destroy(&c->key_lock);
+}
+
+int cached_view(struct cached *c, const char *origin, struct store **ret, struct errmsg *e)
+{
+    pthread_rwlock_rdlock(&c->key_lock);
+    int r = store_node_view(c->store, origin, ret, e);
+    pthread_rwlock_unlock(&c->key_lock);
+    return r;
 }
 
 static struct cached_use *use_find(struct cached *c, const char *image)
@@ -124,18 +134,30 @@ static void run_gc(struct cached *c, const struct http_request *req, struct http
     }
     struct store_gc_stats st = {0};
     struct errmsg e = {{0}};
-    int r = store_gc(c->store, NULL, &st, &e);
+    int renamed = 0, r = 0;
+    /* A new key first: the old names then belong to nothing, and this gc removes them. */
+    if (http_request_query(req, "rekey")) {
+        pthread_rwlock_wrlock(&c->key_lock);
+        r = renamed = store_node_rekey(c->store, &e);
+        pthread_rwlock_unlock(&c->key_lock);
+        if (r >= 0)
+            log_notice("new node key by uid %u: %d layers renamed", (unsigned)req->peer.uid,
+                       renamed);
+    }
+    if (r >= 0)
+        r = store_gc(c->store, NULL, &st, &e);
     if (r < 0) {
         http_reply_error(reply, r == -EBUSY ? 409 : 500, "%s", e.text);
         return;
     }
     log_info("gc by uid %u: %u layers, %u blobs removed, %u busy", (unsigned)req->peer.uid,
              st.layers_removed, st.blobs_removed, st.layers_busy);
-    http_reply_json(
-        reply, 200,
-        json_pack("{s:I, s:I, s:I, s:I}", "removed_layers", (json_int_t)st.layers_removed,
-                  "removed_blobs", (json_int_t)st.blobs_removed, "busy_layers",
-                  (json_int_t)st.layers_busy, "freed_bytes", (json_int_t)st.bytes_freed));
+    http_reply_json(reply, 200,
+                    json_pack("{s:I, s:I, s:I, s:I, s:I}", "removed_layers",
+                              (json_int_t)st.layers_removed, "removed_blobs",
+                              (json_int_t)st.blobs_removed, "busy_layers",
+                              (json_int_t)st.layers_busy, "freed_bytes", (json_int_t)st.bytes_freed,
+                              "renamed_layers", (json_int_t)renamed));
 }
 
 static int metric(struct prom_writer *w, const char *name, enum prom_type type, const char *help,

@@ -63,6 +63,9 @@ struct cached {
     struct cached_stats stats;
     pthread_mutex_t lock;       /* guards uses */
     pthread_mutex_t evict_lock; /* one eviction at a time */
+    /* Views of the store (store_node_view) copy its key: taken shared to make one, exclusively
+     * to change the key (gc --rekey). */
+    pthread_rwlock_t key_lock;
     struct cached_use *uses;
     size_t n_uses;
 };
@@ -79,6 +82,9 @@ void cached_handle_metrics(const struct http_request *req, struct http_reply *re
 void cached_pull(struct cached *c, const struct http_request *req, struct http_reply *reply);
 /* Notes that uid used image now. */
 void cached_note_use(struct cached *c, const char *image, uid_t uid);
+
+/* A view of the node store for registry origin, under key_lock. */
+int cached_view(struct cached *c, const char *origin, struct store **ret, struct errmsg *e);
 
 /* cached-evict.c: keeps the cache within max_size, never evicting keep (the image just served)
  * or an image a container runs on. Returns how many images went, or -errno with a message. */

@@ -12,7 +12,7 @@ static const struct cli_command commands[] = {
     {"load", cmd_load, "load [--name NAME] FILE", "put an image archive into the cache", 1},
     {"images", cmd_node_images, "images --node [--format json]", "list what the node cache holds",
      1},
-    {"gc", cmd_node_gc, "gc --node", "remove what no image of the node cache uses", 1},
+    {"gc", cmd_node_gc, "gc --node [--rekey]", "remove what no image of the node cache uses", 1},
     {"version", cmd_version, "version", "print the version and path", 1},
     {"help", cmd_help, "help [COMMAND]", "show help", 1},
 };

@@ -249,19 +249,23 @@ int cmd_rmi(int argc, char **argv, struct cli_ctx *ctx)
 
 int cmd_gc(int argc, char **argv, struct cli_ctx *ctx)
 {
-    static const struct option opts[] = {
-        {"node", no_argument, NULL, 'n'}, {"help", no_argument, NULL, 'h'}, {0}};
+    static const struct option opts[] = {{"node", no_argument, NULL, 'n'},
+                                         {"rekey", no_argument, NULL, 'r'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
     const struct cli_command *cmd = cli_command_find("gc");
     int c;
     while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-        if (c == 'n')
-            return cli_exec_helper(ctx);
+        if (c == 'n' || c == 'r')
+            return cli_exec_helper(ctx); /* --rekey is the node cache's (capsule-pull checks) */
         if (c != 'h')
             return cli_usage(cmd, "unknown option");
         printf("usage: capsule %s\n\nRemoves layers and blobs that no cached image and no "
                "container uses, and what killed pulls and runs left behind (partial downloads, "
                "unfinished unpacks, copies of images).\n\n"
-               "      --node  the node cache's instead (root and its admin_group)\n",
+               "      --node   the node cache's instead (root and its admin_group)\n"
+               "      --rekey  with --node: a new node key first, so that no path handed out "
+               "before leads anywhere (running containers keep theirs)\n",
                cmd->usage);
         return 0;
     }

@@ -98,12 +98,24 @@ int cmd_node_images(int argc, char **argv, struct cli_ctx *ctx)
 int cmd_node_gc(int argc, char **argv, struct cli_ctx *ctx)
 {
     const struct cli_command *cmd = cli_command_find("gc");
-    if (argc != 2 || strcmp(argv[1], "--node") != 0)
+    bool node = false, rekey = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--node") == 0)
+            node = true;
+        else if (strcmp(argv[i], "--rekey") == 0)
+            rekey = true;
+        else
+            return cli_usage(cmd, "unexpected argument '%s'", argv[i]);
+    }
+    if (!node)
         return cli_usage(cmd, "capsule-pull collects the node cache only (--node)");
     json_t *st = NULL;
     /* A gc of a large cache removes many files: give it time. */
-    if (ask(ctx, "POST", NODE_GC_PATH, 0, &st) != 0)
+    if (ask(ctx, "POST", rekey ? NODE_GC_PATH "?rekey" : NODE_GC_PATH, 0, &st) != 0)
         return 1;
+    if (rekey)
+        printf("node cache: new key, %lld layers renamed\n",
+               (long long)json_integer_value(json_object_get(st, "renamed_layers")));
     long long layers = json_integer_value(json_object_get(st, "removed_layers"));
     long long busy = json_integer_value(json_object_get(st, "busy_layers"));
     char freed[16];

@@ -9,7 +9,9 @@
  *          "layers": [{"digest": D, "path": "/var/cache/capsule/layers/HEX"}, …]}
  *     4xx/5xx {"error": "what went wrong, naming the image or layer"}
  *   GET /v1/images  (everyone) [{"image", "size", "layers", "pulled_at", "last_used", "users"}, …]
- *   POST /v1/gc     (root and the admin group) {"removed_layers", "freed_bytes", "busy_layers"}
+ *   POST /v1/gc[?rekey]  (root and the admin group) {"removed_layers", "freed_bytes",
+ *                   "busy_layers", "renamed_layers"}; with rekey, a new node key first, so that
+ *                   every path handed out before leads nowhere
  *   GET /metrics    Prometheus text
  *
  * The credentials live in the service only for the request that carries them. */

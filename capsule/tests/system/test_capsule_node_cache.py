@@ -430,3 +430,30 @@ def test_size_limit_evicts_what_no_container_runs(world):
     # ann's next start finds her image gone and says how to get it back.
     r = ann.capsule("run", "--no-home", "--entrypoint", "true", multi)
     assert r.returncode != 0 and "no longer in the node cache" in r.stderr, r.stderr
+
+
+def test_rekey_takes_every_path_back(world):
+    """After a new node key, no path handed out before leads anywhere: a user must pull again,
+    which asks the registry again. A container that runs meanwhile keeps its files."""
+    name = world.push("multi", "shared/multi:1")
+    ann = world.home("ra", "alice")
+    assert ann.capsule("pull", "-q", name).returncode == 0
+    old = record(ann)["layer_paths"]
+    run = cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "run", "--no-home",
+                                         "--entrypoint", "busybox", name, "sh", "-c",
+                                         "sleep 2; cat /etc/hello"]),
+                  world.workdir / "rekey-run.log", env=ann.env())
+    cu.wait_for(lambda: locked_by_a_container(old[-1]), 30, "the container's start")
+    admin = cu.Home(world.workdir / "admin")
+    admin.write_config(node_cache=str(world.node.socket))
+    r = admin.capsule("gc", "--node", "--rekey")
+    assert r.returncode == 0 and "new key, 5 layers renamed" in r.stdout, r
+    assert not any(os.path.exists(p) for p in old)
+    assert run.wait(30) == 0 and run.log() == "changed\n", run.log()
+    r = ann.capsule("run", "--no-home", "--entrypoint", "true", name)
+    assert r.returncode != 0 and "no longer in the node cache" in r.stderr, r.stderr
+    assert ann.capsule("pull", "-q", name).returncode == 0
+    new = record(ann)["layer_paths"]
+    assert all(os.path.isdir(p) for p in new) and not set(new) & set(old)
+    r = ann.capsule("run", "--no-home", "--entrypoint", "cat", name, "/etc/hello")
+    assert r.returncode == 0 and r.stdout == "changed\n", r.stderr
