@@ -457,3 +457,35 @@ def test_rekey_takes_every_path_back(world):
     assert all(os.path.isdir(p) for p in new) and not set(new) & set(old)
     r = ann.capsule("run", "--no-home", "--entrypoint", "cat", name, "/etc/hello")
     assert r.returncode == 0 and r.stdout == "changed\n", r.stderr
+
+
+def test_a_requester_who_leaves_does_not_cancel_the_others(world):
+    """A slow registry (behind a throttling proxy): the pull outlasts the socket's idle timeout,
+    and the first requester gives up in the middle; the second still gets the image, from the
+    one download that was under way."""
+    world.push("multi", "shared/multi:1")
+    proxy = cu.SlowProxy(world.reg.port, rate=64 * 1024)
+    try:
+        name = f"{proxy.host}/shared/multi:1"
+        ann, ben = world.home("wa", "alice"), world.home("wb", "bob")
+        for h in (ann, ben):
+            h.write_credentials(f"machine {proxy.host} login {'alice' if h is ann else 'bob'} "
+                                f"password {REGISTRY_USERS['alice' if h is ann else 'bob']}\n")
+        first = cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "pull", "-q", name]),
+                        world.workdir / "first.log", env=ann.env())
+        tmp = world.node.dir / "tmp"
+        cu.wait_for(lambda: any(p.name.endswith(".partial") for p in tmp.iterdir()), 60,
+                    "the service's download")
+        second = cu.Proc(cu.as_user(ben.owner, [cu.capsule_binary(ben.owner), "pull", "-q",
+                                                name]), world.workdir / "second.log",
+                         env=ben.env())
+        first.popen.kill()
+        first.popen.wait()
+        assert second.wait(180) == 0, second.log() + world.node.proc.tail()
+        gets = collections.Counter(p for m, p, _ in proxy.requests
+                                   if m == "GET" and "/blobs/" in p)
+        layers = [p for p in gets if not p.endswith(world.images.manifest("multi")["config"]
+                                                    ["digest"])]
+        assert len(layers) == 5 and all(gets[p] == 1 for p in layers), gets
+    finally:
+        proxy.stop()

@@ -372,3 +372,108 @@ def test_pmix_tasks_reach_their_server(world):
     assert [l.split()[0] for l in lines] == ["0", "1"], r.stdout + r.stderr
     assert all(l.split()[1].startswith("pmix-server.") and int(l.split()[2]) > 0
                for l in lines), r.stdout + r.stderr
+
+
+def run_as(world, user, home, *argv, timeout=120):
+    """world.run() as another user of the same Slurm, with that user's capsule home."""
+    env = world.env()
+    env.update(home.env())
+    env["PWD"] = str(home.home)
+    r = subprocess.run(cu.as_user(user, argv), capture_output=True, text=True, env=env,
+                       cwd=home.home, timeout=timeout, stdin=subprocess.DEVNULL)
+    assert not any(m in r.stdout + r.stderr for m in cu.SANITIZER_MARKERS), r.stderr
+    return r
+
+
+def root_fstype(mountinfo):
+    """The file system type of the topmost mount on / in a /proc/self/mountinfo text."""
+    tops = [line.split(" - ")[1].split()[0] for line in mountinfo.splitlines()
+            if line.split()[4] == "/"]
+    return tops[-1] if tops else None
+
+
+def layer_locked(path):
+    """Whether a container's capsule holds the node-cache layer directory flock()ed."""
+    import fcntl
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+NODE_PROBE = ("cat /etc/hello; ls /data; cat /opt/plain /opt/zstd; id -u; "
+              "busybox stat -c '%a %u %n' /etc/secret /private; echo ---; cat /proc/self/mountinfo")
+
+
+def test_steps_run_on_the_node_cache(images, capsule_users):
+    """Users whose capsule.conf names the node cache: a step's implicit pull goes through
+    capsule-cached (one download per layer for the node, whoever asks next), and the step's
+    container mounts the service's layers with fuse-overlayfs, showing the image's own files,
+    modes and deletions; a named container on them lives across the steps of a job."""
+    w = World(images, capsule_users)
+    node = cu.NodeCache(w.dir, capsule_users)
+    try:
+        image = f"{w.reg.host}/library/multi:1"
+        layers = w.reg.image("library/multi", "1")[2]
+        w.home.write_config(node_cache=str(node.socket))
+        r = ok(w.srun(f"--container-image={image}", "sh", "-c", NODE_PROBE), w)
+        out, _, mountinfo = r.stdout.partition("---\n")
+        uid = w.user[0]
+        assert out.splitlines() == ["changed", "fresh", "plain", "zstd", str(uid),
+                                    f"600 {uid} /etc/secret", f"700 {uid} /private"], r.stdout
+        assert root_fstype(mountinfo) == "fuse.fuse-overlayfs", mountinfo
+        # The step's pull was the service's: the user's record names its layer directories, the
+        # registry served each layer once, and the service says whom it served.
+        rec = w.home.images_json()
+        assert len(rec) == 1 and rec[0]["node_cache"] is True, rec
+        paths = rec[0]["layer_paths"]
+        assert len(paths) == 5 and all(
+            os.path.dirname(p) == str(node.dir / "layers") for p in paths), paths
+        assert [w.reg.blob_gets(d) for d in layers] == [1] * 5
+        assert f"uid {uid}: {w.reg.host}/library/multi@" in node.proc.log(), node.proc.tail()
+        # Another step of the same user, and a step of another user, download no layer again.
+        ok(w.srun(f"--container-image={image}", "true"), w)
+        other = capsule_users.user("slurmb")
+        home2 = cu.Home(w.dir / "user2", owner=other)
+        home2.write_config(node_cache=str(node.socket))
+        os.chmod(w.dir / "user2", 0o755)
+        r = run_as(w, other, home2, "srun", "-N1", f"--container-image={image}", "sh", "-c",
+                   NODE_PROBE)
+        ok(r, w)
+        out, _, mountinfo = r.stdout.partition("---\n")
+        assert out.splitlines()[4:] == [str(other[0]), f"600 {other[0]} /etc/secret",
+                                        f"700 {other[0]} /private"], r.stdout
+        assert root_fstype(mountinfo) == "fuse.fuse-overlayfs", mountinfo
+        assert [w.reg.blob_gets(d) for d in layers] == [1] * 5
+        rec2 = home2.images_json()
+        assert rec2[0]["node_cache"] is True and rec2[0]["layer_paths"] == paths, rec2
+        assert f"uid {other[0]}: {w.reg.host}/library/multi@" in node.proc.log()
+        # A named container on the node's layers: the first step's change is there in the
+        # second, over the same layers.
+        script = (f"srun --container-image={image} --container-name=nc --container-writable "
+                  "sh -c 'echo made > /etc/mark; rm /etc/new' && "
+                  "srun --container-name=nc sh -c 'cat /etc/mark /etc/hello; ls /etc/new; "
+                  "busybox stat -c %a /etc/secret'")
+        r = ok(w.run("salloc", "-n1", "sh", "-c", script), w)
+        assert r.stdout.splitlines() == ["made", "changed", "600"], r.stdout + r.stderr
+        assert "/etc/new" in r.stderr  # deleted in the first step: gone in the second
+        # While a step's container runs, its capsule holds the layers locked, so that
+        # `capsule gc --node` and the service's eviction leave them.
+        job = ok(w.run("sbatch", "--parsable", f"--container-image={image}", "--wrap",
+                       "sleep 60"), w)
+        jid = job.stdout.strip().split(";")[0]
+        try:
+            cu.wait_for(lambda: all(layer_locked(p) for p in paths), 60,
+                        "the batch step's container to hold the node layers")
+        finally:
+            ok(w.run("scancel", jid))
+        cu.wait_for(lambda: not any(layer_locked(p) for p in paths), 60,
+                    "the layers' locks to go with the job")
+        assert [w.reg.blob_gets(d) for d in layers] == [1] * 5
+    finally:
+        node.stop()
+        w.close()
