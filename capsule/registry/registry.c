@@ -446,15 +446,30 @@ int registry_get_manifest(struct registry *r, const char *reference, struct regi
     return 0;
 }
 
-int registry_get_blob_mem(struct registry *r, const char *digest, size_t max, char **ret_data,
-                          size_t *ret_len, struct errmsg *e)
+/* A blob's name for messages ("registry/repo@digest") and its API path, malloc'd. */
+static int blob_names(const struct registry *r, const char *digest, char **ret_what,
+                      char **ret_path, struct errmsg *e)
 {
     if (!digest_valid(digest))
         return errmsg_set(e, -EINVAL, "'%s' is not a valid digest", digest);
-    _cleanup_free_ char *what = NULL, *path = NULL;
-    if (asprintf(&what, "%s@%s", r->name, digest) < 0 ||
-        asprintf(&path, "/v2/%s/blobs/%s", r->repository, digest) < 0)
+    if (asprintf(ret_what, "%s@%s", r->name, digest) < 0) {
+        *ret_what = NULL;
         return errmsg_set(e, -ENOMEM, "out of memory");
+    }
+    if (asprintf(ret_path, "/v2/%s/blobs/%s", r->repository, digest) < 0) {
+        *ret_path = NULL;
+        return errmsg_set(e, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+int registry_get_blob_mem(struct registry *r, const char *digest, size_t max, char **ret_data,
+                          size_t *ret_len, struct errmsg *e)
+{
+    _cleanup_free_ char *what = NULL, *path = NULL;
+    int k = blob_names(r, digest, &what, &path, e);
+    if (k < 0)
+        return k;
     struct reg_request q = {
         .what = what,
         .path = path,
@@ -463,7 +478,7 @@ int registry_get_blob_mem(struct registry *r, const char *digest, size_t max, ch
         .follow_redirects = true,
     };
     struct http_response resp = {0};
-    int k = registry_fetch(r, &q, &resp, e);
+    k = registry_fetch(r, &q, &resp, e);
     if (k == -EFBIG)
         return errmsg_set(e, -EFBIG, "%s: blob larger than %zu bytes", what, max);
     if (k < 0)
@@ -486,12 +501,10 @@ int registry_get_blob_mem(struct registry *r, const char *digest, size_t max, ch
 
 int registry_check_blob(struct registry *r, const char *digest, struct errmsg *e)
 {
-    if (!digest_valid(digest))
-        return errmsg_set(e, -EINVAL, "'%s' is not a valid digest", digest);
     _cleanup_free_ char *what = NULL, *path = NULL;
-    if (asprintf(&what, "%s@%s", r->name, digest) < 0 ||
-        asprintf(&path, "/v2/%s/blobs/%s", r->repository, digest) < 0)
-        return errmsg_set(e, -ENOMEM, "out of memory");
+    int k = blob_names(r, digest, &what, &path, e);
+    if (k < 0)
+        return k;
     /* Redirects are not followed: the registry's own answer is the one that vouches. */
     struct reg_request q = {
         .method = "HEAD",
@@ -500,7 +513,7 @@ int registry_check_blob(struct registry *r, const char *digest, struct errmsg *e
         .timeout_ms = REG_SMALL_TIMEOUT_MS,
     };
     struct http_response resp = {0};
-    int k = registry_fetch(r, &q, &resp, e);
+    k = registry_fetch(r, &q, &resp, e);
     if (k < 0)
         return k;
     if (resp.status != 200 && resp.status != 307 && resp.status != 302)

@@ -474,6 +474,16 @@ def test_steps_run_on_the_node_cache(images, capsule_users):
         cu.wait_for(lambda: not any(layer_locked(p) for p in paths), 60,
                     "the layers' locks to go with the job")
         assert [w.reg.blob_gets(d) for d in layers] == [1] * 5
+        # Without the service, an image the user has still starts (a start only mounts); one
+        # to pull fails the step at once, naming the node cache.
+        node.stop()
+        r = ok(w.srun(f"--container-image={image}", "cat", "/etc/hello"), w)
+        assert r.stdout == "changed\n"
+        t0 = time.monotonic()
+        r = w.srun(f"--container-image={w.reg.host}/other:1", "echo", "ran")
+        assert r.returncode != 0 and "ran" not in r.stdout, r.stdout
+        assert f"node cache at {node.socket}" in r.stderr, r.stderr
+        assert time.monotonic() - t0 < 60 and not holders(w)
     finally:
         node.stop()
         w.close()
