@@ -979,7 +979,9 @@ static int join_and_run(pid_t init, bool pid_ns)
     return WEXITSTATUS(status);
 }
 
-static void exec_into_container(bool pid_ns)
+/* Runs j (whose command touches /out/ready, then waits) in a child process standing for capsule;
+ * returns that process once the container is ready, with its init's pid in *ret_init. */
+static pid_t start_container(struct job *j, pid_t *ret_init)
 {
     int p[2];
     assert_int_equal(pipe2(p, O_CLOEXEC), 0);
@@ -988,23 +990,30 @@ static void exec_into_container(bool pid_ns)
     if (capsule == 0) {
         close(p[0]);
         struct started s = {.fd = p[1]};
-        struct job j;
-        job_init(&j, "touch /tmp/only-here; touch /out/ready; exec sleep 30");
-        j.spec.pid_ns = pid_ns;
-        j.spec.on_started = on_started;
-        j.spec.userdata = &s;
+        j->spec.on_started = on_started;
+        j->spec.userdata = &s;
         struct errmsg e = {{0}};
         int code = -1;
-        _exit(runtime_run(&j.spec, &code, &e) < 0 ? 99 : code);
+        _exit(runtime_run(&j->spec, &code, &e) < 0 ? 99 : code);
     }
     close(p[1]);
-    pid_t init = 0;
-    assert_int_equal(read(p[0], &init, sizeof(init)), sizeof(init));
+    *ret_init = 0;
+    assert_int_equal(read(p[0], ret_init, sizeof(*ret_init)), sizeof(*ret_init));
     close(p[0]);
     char ready[4096];
     snprintf(ready, sizeof(ready), "%s/ready", out_dir);
     assert_true(wait_for_file(ready));
     unlink(ready);
+    return capsule;
+}
+
+static void exec_into_container(bool pid_ns)
+{
+    struct job j;
+    job_init(&j, "touch /tmp/only-here; touch /out/ready; exec sleep 30");
+    j.spec.pid_ns = pid_ns;
+    pid_t init;
+    pid_t capsule = start_container(&j, &init);
 
     char *argv[] = {"sh", "-c",
                     "test -e /tmp/only-here && test \"$(cat /etc/kept)\" = top && "
@@ -1245,31 +1254,12 @@ static void test_fuse_root_terminal_interrupt(void **state)
 static void test_fuse_root_exec(void **state)
 {
     fuse_skip_unless_usable();
-    int p[2];
-    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-    pid_t capsule = fork();
-    assert_true(capsule >= 0);
-    if (capsule == 0) {
-        close(p[0]);
-        struct started s = {.fd = p[1]};
-        struct job j;
-        fuse_job(&j, "touch /out/ready; exec sleep 30");
-        j.spec.pid_ns = true;
-        j.spec.remap_root = true;
-        j.spec.on_started = on_started;
-        j.spec.userdata = &s;
-        struct errmsg e = {{0}};
-        int code = -1;
-        _exit(runtime_run(&j.spec, &code, &e) < 0 ? 99 : code);
-    }
-    close(p[1]);
-    pid_t init = 0;
-    assert_int_equal(read(p[0], &init, sizeof(init)), sizeof(init));
-    close(p[0]);
-    char ready[4096];
-    snprintf(ready, sizeof(ready), "%s/ready", out_dir);
-    assert_true(wait_for_file(ready));
-    unlink(ready);
+    struct job j;
+    fuse_job(&j, "touch /out/ready; exec sleep 30");
+    j.spec.pid_ns = true;
+    j.spec.remap_root = true;
+    pid_t init;
+    pid_t capsule = start_container(&j, &init);
     char *argv[] = {"sh", "-c",
                     "test \"$(stat -c '%a %u' /etc/shadow)\" = '600 0' && "
                     "test \"$(cat /etc/shadow)\" = secret && exit 5",
