@@ -871,3 +871,29 @@ def build_entrypoint_image(lay, tag):
                          b"exec \"$@\"\n", 0o755)])
     lay.umoci("config", "--image", f"{lay.path}:{tag}", "--config.entrypoint", "/entry.sh",
               "--config.cmd", "/bin/true")
+
+
+# ---- what a container's start left on the host and inside ----
+
+
+def root_fstype(mountinfo):
+    """The file system type of the topmost mount on / in a /proc/PID/mountinfo text (what a
+    container's root is made of: "overlay", or "fuse.fuse-overlayfs" on node-cache layers);
+    None when nothing is mounted on /."""
+    tops = [line.split(" - ", 1)[1].split()[0] for line in mountinfo.splitlines()
+            if len(line.split()) > 4 and line.split()[4] == "/" and " - " in line]
+    return tops[-1] if tops else None
+
+
+def layer_locked(path):
+    """Whether some process holds the directory path flock()ed (a container's capsule holds the
+    node-cache layers it runs on, so that `capsule gc --node` and eviction leave them)."""
+    import fcntl
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)

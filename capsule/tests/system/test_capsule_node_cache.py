@@ -32,6 +32,7 @@ def world(images, workdir, capsule_users, acl):
     node = cu.NodeCache(workdir, capsule_users)
     yield World(images, reg, ts, node, workdir, capsule_users)
     node.stop()
+    assert node.proc.sanitizer_report() is None, node.proc.tail()
     reg.stop()
     ts.stop()
 
