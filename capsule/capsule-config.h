@@ -1,4 +1,5 @@
-/* capsule's configuration: /etc/capsule.conf, then the user's $XDG_CONFIG_HOME/capsule/capsule.conf
+/* capsule's configuration: /etc/capsule.conf ($CAPSULE_SYSTEM_CONFIG names another file in its
+ * place), then the user's $XDG_CONFIG_HOME/capsule/capsule.conf
  * (~/.config/capsule/capsule.conf), each key of the later file overriding the earlier one, then
  * command-line flags. INI, section [capsule]:
  *

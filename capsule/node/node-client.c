@@ -71,8 +71,12 @@ int node_layer_source(void *userdata, struct registry *reg, const char *image_na
     /* The credentials go no further than the socket; nothing else keeps them. */
     json_object_clear(body);
     json_decref(body);
+    /* curl's words for a Unix socket that does not answer name a TCP port: say it plainly. */
     if (r < 0)
-        return errmsg_prefix(e, r, "node cache at %s", socket);
+        return errmsg_set(e, r,
+                          "node cache at %s: %s (is capsule-cached running? capsule check "
+                          "tells)",
+                          socket, strerror(-r));
     if (status != 200) {
         const char *why = json_string_value(json_object_get(answer, "error"));
         r = errmsg_set(e,

@@ -93,6 +93,28 @@ static void test_user_file_overrides_system_file(void **state)
     capsule_config_done(&c);
 }
 
+/* node_cache and fuse_overlayfs; $CAPSULE_SYSTEM_CONFIG takes the place of /etc/capsule.conf. */
+static void test_node_cache_and_system_file_override(void **state)
+{
+    char sys[600];
+    snprintf(sys, sizeof(sys), "%s",
+             write_file("node.conf", "[capsule]\n"
+                                     "node_cache = /run/capsule/cache.sock\n"
+                                     "fuse_overlayfs = /opt/bin/fuse-overlayfs\n"));
+    setenv("CAPSULE_SYSTEM_CONFIG", sys, 1);
+    struct capsule_config c;
+    assert_int_equal(capsule_config_load(NULL, "/nonexistent/user.conf", &c, NULL), 0);
+    unsetenv("CAPSULE_SYSTEM_CONFIG");
+    assert_string_equal(c.node_cache, "/run/capsule/cache.sock");
+    assert_string_equal(c.fuse_overlayfs, "/opt/bin/fuse-overlayfs");
+    assert_string_equal(c.loaded_from[0], sys);
+    capsule_config_done(&c);
+    const char *user = write_file("relative.conf", "[capsule]\nnode_cache = cache.sock\n");
+    struct errmsg e = {{0}};
+    assert_int_equal(capsule_config_load("/nonexistent/capsule.conf", user, &c, &e), -EINVAL);
+    assert_non_null(strstr(e.text, "node_cache: 'cache.sock' is not an absolute path"));
+}
+
 static void expect_error(const char *text, const char *needle)
 {
     const char *path = write_file("bad.conf", text);
@@ -156,6 +178,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_follow_xdg),
         cmocka_unit_test(test_user_file_overrides_system_file),
+        cmocka_unit_test(test_node_cache_and_system_file_override),
         cmocka_unit_test(test_errors_name_file_line_key),
         cmocka_unit_test(test_deploy_example_loads),
         cmocka_unit_test(test_parse_mount),

@@ -22,6 +22,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
+# capsule reads the node's /etc/capsule.conf first. On a node where quickstart has run, it sends
+# every pull through the node cache: the tests run capsule with its settings alone, from
+# their own files, as they would on a fresh machine (a test of the node's settings passes its
+# own file here).
+os.environ["CAPSULE_SYSTEM_CONFIG"] = "/nonexistent/gpunode-tests/capsule.conf"
+
 # Sanitizer reports that make a run fail even when the program's exit status hides them.
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
