@@ -328,7 +328,8 @@ class Bench:
         """Times every (name, argv) `runs` times in rounds, each round running every command once
         in a rotated order, after `warmup` untimed rounds: on a shared machine a slow spell
         then hits all commands alike, where hyperfine's one-command-after-another would pin it
-        on one. Each run is a posix_spawn and a wait4, stdin, stdout and stderr on /dev/null. Returns ({name: [wall seconds]}, {name: [CPU seconds]}), the CPU
+        on one. Each run is a posix_spawn and a wait4, stdin, stdout and stderr on /dev/null.
+        Returns ({name: [wall seconds]}, {name: [CPU seconds]}), the CPU
         time being the command's and that of the children it waited for."""
         devnull = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
         devnull.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
@@ -492,7 +493,8 @@ def parse_args(argv):
     p.add_argument("--capsule", required=True)
     p.add_argument("--build-type", default="unknown")
     p.add_argument("--tmpdir", required=True)
-    p.add_argument("--quick", action="store_true", help="1 cold pull, 20 starts, 3 warmups")
+    p.add_argument("--quick", action="store_true",
+                   help="1 cold pull, 20 starts, 3 warmups, 4 node-cache rounds")
     p.add_argument("--only", choices=("pull", "start", "node"))
     p.add_argument("--pull-runs", type=int)
     p.add_argument("--start-runs", type=int)
