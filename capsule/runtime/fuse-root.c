@@ -1,6 +1,7 @@
 /* The container root through fuse-overlayfs: the command line, the process started in the
  * container's namespaces by the parent, the wait for its mount, its end. See fuse-root.h. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -22,6 +23,7 @@
 
 #include "lib/cgroup.h"
 #include "lib/log.h"
+#include "lib/rm-tree.h"
 #include "lib/macro.h"
 #include "lib/strv.h"
 #include "capsule/runtime/fuse-root.h"
@@ -75,6 +77,40 @@ static int put_path(FILE *f, const char *what, const char *path, struct errmsg *
     return 0;
 }
 
+/* fuse-overlayfs's command line is anyone's to read (/proc/PID/cmdline), and a node cache layer's
+ * path is its only secret: the lower directories go there as links in a directory of the run's
+ * own (0700), DIR.lower/N, which only the caller can follow. Beside DIR, not in it: the run's
+ * tmpfs is mounted on DIR. */
+static int make_links_dir(const char *dir, struct errmsg *e)
+{
+    char lower[PATH_MAX];
+    snprintf(lower, sizeof(lower), "%s.lower", dir);
+    /* DIR's name is random, but /tmp is everyone's: one that exists already is someone else's. */
+    if (mkdir(lower, 0700) < 0)
+        return errmsg_set(e, negative_errno(), "create '%s': %m", lower);
+    return 0;
+}
+
+static int layer_link(const char *dir, size_t i, const char *layer, char *buf, size_t size,
+                      struct errmsg *e)
+{
+    char lower[PATH_MAX];
+    snprintf(lower, sizeof(lower), "%s.lower", dir);
+    if (snprintf(buf, size, "%s/%zu", lower, i) >= (int)size)
+        return errmsg_set(e, -ENAMETOOLONG, "'%s': path too long", lower);
+    if (symlink(layer, buf) < 0)
+        return errmsg_set(e, negative_errno(), "link '%s' to layer '%s': %m", buf, layer);
+    return 0;
+}
+
+/* Removes what layer_link made. */
+static void remove_links(const char *dir)
+{
+    char lower[PATH_MAX];
+    snprintf(lower, sizeof(lower), "%s.lower", dir);
+    (void)rm_tree(lower);
+}
+
 static int build_options(const struct run_spec *spec, const char *dir, uid_t uid, gid_t gid,
                          char **ret, struct errmsg *e)
 {
@@ -87,9 +123,11 @@ static int build_options(const struct run_spec *spec, const char *dir, uid_t uid
     if (!f)
         return -ENOMEM;
     fputs("lowerdir=", f);
-    int r = spec->n_layers ? 0 : put_path(f, "layer", empty, e);
+    int r = spec->n_layers ? make_links_dir(dir, e) : put_path(f, "layer", empty, e);
     for (size_t i = spec->n_layers; r >= 0 && i-- > 0;) {
-        r = put_path(f, "layer", spec->layers[i], e);
+        char link[PATH_MAX];
+        if ((r = layer_link(dir, i, spec->layers[i], link, sizeof(link), e)) >= 0)
+            r = put_path(f, "layer", link, e);
         if (i > 0)
             fputc(':', f);
     }
@@ -156,6 +194,7 @@ int fuse_root_prepare(const struct run_spec *spec, uid_t uid, gid_t gid, struct 
     if (r >= 0)
         r = build_argv(spec->fuse_overlayfs, opts, mountpoint, &ret->argv);
     if (r < 0) {
+        remove_links(dir);
         rmdir(dir);
         return r == -ENOMEM ? errmsg_set(e, r, "out of memory") : r;
     }
@@ -352,6 +391,9 @@ static int fuse_root_start(struct fuse_root *f, pid_t child, const char *scope_d
     /* The mount point as the container's first process sees it: below its root. */
     const char *mountpoint = f->argv[4] + 1;
     int r = spawn_and_wait(&x, root, mountpoint, &f->pid, e);
+    /* Mounted, it holds its layers open: the links have done their work, and a capsule that is
+     * killed later leaves none behind. */
+    remove_links(f->dir);
     if (r < 0)
         fuse_root_stop(f);
     return r;
@@ -403,6 +445,8 @@ void fuse_root_done(struct fuse_root *f)
     /* Only while fuse-overlayfs ran was something mounted on it (in its copy of the container's
      * mount namespace): removing it earlier would have taken its upper directory's path, which it
      * uses all along. */
+    if (f->dir)
+        remove_links(f->dir);
     if (f->dir && rmdir(f->dir) < 0)
         log_debug("remove '%s': %m", f->dir);
     free(f->dir);
@@ -478,6 +522,7 @@ int fuse_root_probe_mount(const char *program, const char *dir, struct errmsg *e
     struct fuse_exec x = {
         .argv = argv, .user = -1, .mnt = -1, .root = -1, .mask = &mask, .log_fd = f.log_fd};
     r = spawn_and_wait(&x, AT_FDCWD, mountpoint, &f.pid, e);
+    remove_links(dir);
     struct stat st;
     snprintf(mountpoint, sizeof(mountpoint), "%s/root/secret", dir);
     if (r >= 0 && stat(mountpoint, &st) < 0)

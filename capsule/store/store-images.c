@@ -117,7 +117,10 @@ int store_image_save(struct store *s, const struct image_record *r, struct errms
         return -ENOMEM;
     char rel[PATH_MAX];
     record_path(r->name, rel);
-    ret = store_write_atomic(s, rel, text, strlen(text), e);
+    /* A node cache image's record holds its layers' paths, which are secrets (see
+     * store_node_view): only its owner reads it, whatever the cache's mode for others. */
+    ret = store_write_atomic_mode(s, rel, text, strlen(text), r->layer_paths ? 0600 : s->file_mode,
+                                  e);
     free(text);
     return ret;
 }

@@ -75,6 +75,9 @@ int store_lock(struct store *s, const char *name, int op, int *ret_fd);
 /* Writes data to a file under tmp/, fsyncs it and renames it to rel (relative to the root). */
 int store_write_atomic(struct store *s, const char *rel, const void *data, size_t len,
                        struct errmsg *e);
+/* The same with the file's mode given. */
+int store_write_atomic_mode(struct store *s, const char *rel, const void *data, size_t len,
+                            mode_t mode, struct errmsg *e);
 
 /* Reads the whole file rel of the directory dfd (at most max bytes, -EFBIG beyond) into a
  * malloc'd NUL-terminated buffer. */

@@ -284,6 +284,12 @@ int store_read_file(int dfd, const char *rel, size_t max, char **ret, size_t *re
 int store_write_atomic(struct store *s, const char *rel, const void *data, size_t len,
                        struct errmsg *e)
 {
+    return store_write_atomic_mode(s, rel, data, len, s->file_mode, e);
+}
+
+int store_write_atomic_mode(struct store *s, const char *rel, const void *data, size_t len,
+                            mode_t mode, struct errmsg *e)
+{
     _cleanup_free_ char *tmp = NULL;
     if (asprintf(&tmp, "%s/tmp/write.XXXXXX", s->root) < 0)
         return -ENOMEM;
@@ -291,7 +297,7 @@ int store_write_atomic(struct store *s, const char *rel, const void *data, size_
     if (fd < 0)
         return errmsg_set(e, negative_errno(), "cannot create a file in '%s/tmp': %m", s->root);
     int r = fd_write_all(fd, data, len);
-    if (r >= 0 && (fchmod(fd, s->file_mode) < 0 || fsync(fd) < 0))
+    if (r >= 0 && (fchmod(fd, mode) < 0 || fsync(fd) < 0))
         r = negative_errno();
     if (r >= 0 && renameat(AT_FDCWD, tmp, s->root_fd, rel) < 0)
         r = negative_errno();

@@ -1113,10 +1113,17 @@ static int count_fuse_processes(void)
         if (len <= 0)
             continue;
         buf[len] = '\0';
-        bool ours = false;
-        for (char *a = buf; a < buf + len; a += strlen(a) + 1)
+        bool ours = false, paths = false;
+        for (char *a = buf; a < buf + len; a += strlen(a) + 1) {
             ours |= strstr(a, tmp) != NULL;
-        n += ours && strstr(buf, "fuse-overlayfs") != NULL;
+            paths |= strstr(a, nc_base) || strstr(a, nc_top);
+        }
+        if (!ours || !strstr(buf, "fuse-overlayfs"))
+            continue;
+        /* Everyone may read a command line: a node cache layer's path, its secret, is not on
+         * it. */
+        assert_false(paths);
+        n++;
     }
     closedir(d);
     return n;
@@ -1321,14 +1328,14 @@ static void test_fuse_root_errors(void **state)
     fuse_job(&j, "true");
     j.spec.fuse_overlayfs = "fuse-overlayfs";
     assert_int_equal(runtime_run(&j.spec, &code, &e), -EINVAL);
-    /* A layer path fuse-overlayfs would split. */
+    /* A layer path fuse-overlayfs would split goes to it as a link of the run's. */
     char odd[1024];
     snprintf(odd, sizeof(odd), "%s/a:b", tmp);
     mkdirs("%s", odd);
     fuse_job(&j, "true");
     j.layers[1] = odd;
-    assert_int_equal(runtime_run(&j.spec, &code, &e), -EINVAL);
-    assert_non_null(strstr(e.text, odd));
+    assert_int_equal(runtime_run(&j.spec, &code, &e), 0);
+    assert_int_equal(code, 0);
     /* A copy would lose the image's modes. */
     fuse_job(&j, "true");
     j.spec.rootfs_mode = RUNTIME_ROOTFS_COPY;

@@ -91,6 +91,11 @@ def test_two_users_one_download(world):
     # The second user's pull fetched no layer again: the service found them.
     second = world.blob_gets()
     assert second.pop(config) == 3 and second == first, (first, second)
+    # The record that names the service's directories is its owner's alone: the paths are the
+    # layers' secret.
+    for h in (ann, ben):
+        recs = list((h.cache / "images").iterdir())
+        assert [stat.S_IMODE(p.stat().st_mode) for p in recs] == [0o600], recs
     # Each user's own store keeps the manifest and config, and no layer of its own.
     for h in (ann, ben):
         assert record(h)["name"] == name
