@@ -151,6 +151,9 @@ static int map_curl_error(CURL *h, CURLcode c, const struct transfer *t)
     switch (c) {
     case CURLE_OPERATION_TIMEDOUT:
         return -ETIMEDOUT;
+    /* Closed without a word: what a server at its connection limit does, or one that died. */
+    case CURLE_GOT_NOTHING:
+        return -ECONNRESET;
     case CURLE_COULDNT_CONNECT:
         (void)curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &os_errno);
         if (os_errno == ENOENT || os_errno == EACCES || os_errno == ECONNREFUSED ||

@@ -42,7 +42,8 @@ int http_response_header(const struct http_response *r, const char *name, char *
  *   -ETIMEDOUT, -ECONNREFUSED, -ENOENT (Unix socket path missing), -EACCES, -EADDRNOTAVAIL (the
  *   host name does not resolve, now or for good: the resolver does not say which),
  *   -EHOSTUNREACH (the proxy's name does not resolve), -EFBIG (response body over
- *   HTTP_CLIENT_MAX_BODY), -EINVAL (bad URL/method), -ENOMEM, else -EIO;
+ *   HTTP_CLIENT_MAX_BODY), -EINVAL (bad URL/method), -ENOMEM, -ECONNRESET (the server closed
+ *   the connection without a reply: at its connection limit, or dying), else -EIO;
  * with curl's message in e. *ret is untouched on failure. */
 int http_request(const char *method, const char *url, const char *unix_socket,
                  const char *content_type, const void *body, size_t body_len, long timeout_ms,

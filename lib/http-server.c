@@ -35,6 +35,7 @@ struct http_server {
     void *userdata;
     bool is_unix;
     size_t max_body;
+    unsigned max_per_uid; /* connections one non-root uid may hold (HTTP_SERVER_MAX_PER_UID) */
     uint16_t port;
     char *unix_path;
     /* Identity of the socket file we created, so that free() never unlinks a file that a
@@ -381,7 +382,8 @@ static struct uid_slot *slot_take(struct http_server *s, uid_t uid)
             unused = &s->slots[i];
     }
     if (s->unprivileged >= HTTP_SERVER_MAX_UNPRIVILEGED ||
-        (slot && slot->count >= HTTP_SERVER_MAX_PER_UID) || (!slot && !unused))
+        (slot && slot->count >= __atomic_load_n(&s->max_per_uid, __ATOMIC_RELAXED)) ||
+        (!slot && !unused))
         slot = NULL;
     else {
         if (!slot) {
@@ -577,6 +579,7 @@ int http_server_new_tcp(const char *listen_addr, http_handler_fn fn, void *userd
     _cleanup_free_ struct http_server *s = calloc(1, sizeof(*s));
     if (s)
         s->max_body = HTTP_SERVER_MAX_BODY;
+    s->max_per_uid = HTTP_SERVER_MAX_PER_UID;
     if (!s)
         return errmsg_set(e, -ENOMEM, "out of memory");
     pthread_mutex_init(&s->lock, NULL);
@@ -645,6 +648,7 @@ int http_server_new_unix(const char *path, mode_t mode, http_handler_fn fn, void
     _cleanup_free_ struct http_server *s = calloc(1, sizeof(*s));
     if (s)
         s->max_body = HTTP_SERVER_MAX_BODY;
+    s->max_per_uid = HTTP_SERVER_MAX_PER_UID;
     if (!s)
         return errmsg_set(e, -ENOMEM, "out of memory");
     _cleanup_free_ char *p = strdup(path);
@@ -691,6 +695,13 @@ void http_server_free(struct http_server *s)
     free(s->unix_path);
     pthread_mutex_destroy(&s->lock);
     free(s);
+}
+
+void http_server_set_max_per_uid(struct http_server *s, unsigned max)
+{
+    if (max > HTTP_SERVER_MAX_UNPRIVILEGED)
+        max = HTTP_SERVER_MAX_UNPRIVILEGED;
+    __atomic_store_n(&s->max_per_uid, max ? max : 1, __ATOMIC_RELAXED);
 }
 
 void http_server_set_max_body(struct http_server *s, size_t max)

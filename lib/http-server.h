@@ -107,6 +107,11 @@ int http_server_new_unix(const char *path, mode_t mode, http_handler_fn fn, void
  * requests carry more (gpuqd's submit carries the user's environment). Safe while serving. */
 void http_server_set_max_body(struct http_server *s, size_t max);
 
+/* Raises (or lowers) how many connections one non-root uid may hold on a Unix socket, from
+ * HTTP_SERVER_MAX_PER_UID, up to HTTP_SERVER_MAX_UNPRIVILEGED: for an API whose requests last
+ * (the node cache's pulls, each as long as its download). */
+void http_server_set_max_per_uid(struct http_server *s, unsigned max);
+
 /* The bound TCP port (useful after listening on port 0); 0 for a Unix-socket server. */
 uint16_t http_server_port(const struct http_server *s);
 

@@ -120,6 +120,10 @@ static int serve(struct cached *c, const struct cached_config *cfg)
     _cleanup_(http_server_freep) struct http_server *api = NULL, *metrics = NULL;
     /* Everyone may connect: what each caller may do is decided by its peer credentials. */
     int r = http_server_new_unix(cfg->socket, 0666, cached_handle, c, &api, &e);
+    /* A pull holds its connection for its whole download: one user's job array may start many at
+     * once on a node, and they queue on the layers' locks, not on connection slots. */
+    if (r >= 0)
+        http_server_set_max_per_uid(api, HTTP_SERVER_MAX_UNPRIVILEGED - 8);
     if (r >= 0 && cfg->metrics)
         r = http_server_new_tcp(cfg->metrics, cached_handle_metrics, c, &metrics, &e);
     if (r < 0) {

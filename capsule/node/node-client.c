@@ -3,10 +3,12 @@
 #include "capsule/node/node-client.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "capsule/node/node-protocol.h"
 #include "lib/http-client.h"
@@ -14,6 +16,8 @@
 #include "lib/strv.h"
 
 #define AUTH_PREFIX "Authorization: "
+/* How long a pull waits for a connection the service would take. */
+#define NODE_RETRY_MS (15u * 60u * 1000u)
 
 /* "REGISTRY/REPOSITORY@DIGEST" for the manifest the user resolved. */
 static int pinned_name(const char *image_name, const char *manifest_digest, char **ret,
@@ -51,6 +55,26 @@ static json_t *pull_request(struct registry *reg, const char *pinned)
     return body;
 }
 
+/* One pull request, again while the service closes the connection at once: it does that when this
+ * user already holds its share of connections (a job array's tasks pulling at once), and when it
+ * died and is being restarted. */
+static int ask_pull(const char *socket, json_t *body, long *status, json_t **answer,
+                    struct errmsg *e)
+{
+    unsigned delay_ms = 250;
+    for (uint64_t waited = 0;; waited += delay_ms) {
+        /* No time limit: the service may be fetching twenty gigabytes for us and for others. */
+        int r = http_request_json("POST", "http://localhost" NODE_PULL_PATH, socket, body, 0,
+                                  status, answer, e);
+        if (r != -ECONNRESET || waited >= NODE_RETRY_MS)
+            return r;
+        struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        if (delay_ms < 4000)
+            delay_ms *= 2;
+    }
+}
+
 int node_layer_source(void *userdata, struct registry *reg, const char *image_name,
                       const char *manifest_digest, const struct manifest *m, char ***ret_paths,
                       struct errmsg *e)
@@ -65,9 +89,7 @@ int node_layer_source(void *userdata, struct registry *reg, const char *image_na
         return errmsg_set(e, -ENOMEM, "out of memory");
     long status = 0;
     json_t *answer = NULL;
-    /* No time limit: the service may be fetching twenty gigabytes for us and for others. */
-    r = http_request_json("POST", "http://localhost" NODE_PULL_PATH, socket, body, 0, &status,
-                          &answer, e);
+    r = ask_pull(socket, body, &status, &answer, e);
     /* The credentials go no further than the socket; nothing else keeps them. */
     json_object_clear(body);
     json_decref(body);

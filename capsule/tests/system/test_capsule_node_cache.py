@@ -495,3 +495,27 @@ def test_a_requester_who_leaves_does_not_cancel_the_others(world):
         assert len(layers) == 5 and all(gets[p] == 1 for p in layers), gets
     finally:
         proxy.stop()
+
+
+def test_one_user_many_pulls_at_once(world):
+    """A job array's tasks on one node pull the same image at once, all as one user: more than
+    lib/http-server's usual share of one user's connections; all of them get it."""
+    world.push("multi", "shared/multi:1")
+    proxy = cu.SlowProxy(world.reg.port, rate=512 * 1024)
+    try:
+        name = f"{proxy.host}/shared/multi:1"
+        ann = world.home("ma", "alice")
+        ann.write_credentials(f"machine {proxy.host} login alice password "
+                              f"{REGISTRY_USERS['alice']}\n")
+        procs = [cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "pull", "-q",
+                                                name]), world.workdir / f"many{i}.log",
+                         env=ann.env()) for i in range(12)]
+        for p in procs:
+            assert p.wait(180) == 0, p.log() + world.node.proc.tail()
+            p.stop()
+        gets = collections.Counter(p for m, p, _ in proxy.requests
+                                   if m == "GET" and "/blobs/" in p)
+        config = world.images.manifest("multi")["config"]["digest"]
+        assert len([p for p in gets if not p.endswith(config)]) == 5, gets
+    finally:
+        proxy.stop()
