@@ -6,11 +6,8 @@
  * of an image a user has not pulled is one); an image a container runs on now is never evicted:
  * its capsule holds its layer directories locked (store_node_layer_hold). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include "capsule/cached/cached.h"
 #include "capsule/image/ref.h"
@@ -25,18 +22,12 @@ struct candidate {
     bool in_use, evicted;
 };
 
-/* Whether a container holds one of the directories (a try of the lock gc would take). */
+/* Whether a container runs on one of the layers (store_node_layer_busy). */
 static bool held(char *const *paths)
 {
-    for (size_t i = 0; paths[i]; i++) {
-        int fd = open(paths[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        bool busy = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
-        close(fd);
-        if (busy)
+    for (size_t i = 0; paths[i]; i++)
+        if (store_node_layer_busy(paths[i], NULL) > 0)
             return true;
-    }
     return false;
 }
 

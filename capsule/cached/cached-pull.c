@@ -75,25 +75,31 @@ static unsigned status_of(int r)
     }
 }
 
-static json_t *answer(struct store *view, const struct image_record *rec, struct errmsg *e)
+/* The answer: each layer's directory, its lease made (store_node_layer_hold). */
+static int answer(struct store *view, const struct image_record *rec, json_t **ret,
+                  struct errmsg *e)
 {
     json_t *layers = json_array();
-    for (size_t i = 0; layers && i < rec->n_layers; i++) {
+    int r = layers ? 0 : -ENOMEM;
+    for (size_t i = 0; r >= 0 && i < rec->n_layers; i++) {
         _cleanup_free_ char *path = NULL;
-        if (store_layer_path(view, rec->layers[i], &path) < 0 ||
-            json_array_append_new(
-                layers, json_pack("{s:s, s:s}", "digest", rec->layers[i], "path", path)) < 0) {
-            json_decref(layers);
-            layers = NULL;
-        }
+        if ((r = store_layer_path(view, rec->layers[i], &path)) >= 0 &&
+            (r = store_node_layer_lease(path, e)) >= 0)
+            r = json_array_append_new(
+                    layers, json_pack("{s:s, s:s}", "digest", rec->layers[i], "path", path)) < 0
+                    ? -ENOMEM
+                    : 0;
     }
-    json_t *j = layers ? json_pack("{s:s, s:s, s:s, s:o}", "image", rec->name, "manifest_digest",
-                                   rec->manifest_digest, "config_digest", rec->config_digest,
-                                   "layers", layers)
-                       : NULL;
-    if (!j)
-        errmsg_set(e, -ENOMEM, "out of memory");
-    return j;
+    *ret = r >= 0 ? json_pack("{s:s, s:s, s:s, s:O}", "image", rec->name, "manifest_digest",
+                              rec->manifest_digest, "config_digest", rec->config_digest, "layers",
+                              layers)
+                  : NULL;
+    json_decref(layers);
+    if (r >= 0 && !*ret)
+        r = -ENOMEM;
+    if (r == -ENOMEM)
+        errmsg_set(e, r, "out of memory");
+    return r;
 }
 
 static int pull_for(struct cached *c, struct store *view, const struct image_ref *ref,
@@ -138,8 +144,10 @@ void cached_pull(struct cached *c, const struct http_request *req, struct http_r
         explicit_bzero(auth, strlen(auth));
         free(auth);
     }
-    json_t *j = r >= 0 ? answer(view, &rec, &e) : NULL;
-    if (j) {
+    json_t *j = NULL;
+    if (r >= 0)
+        r = answer(view, &rec, &j, &e);
+    if (r >= 0) {
         atomic_fetch_add(&c->stats.pulls_served, 1);
         cached_note_use(c, rec.name, req->peer.uid);
         log_info("uid %u: %s (%zu layers)", (unsigned)req->peer.uid, rec.name, rec.n_layers);
@@ -150,7 +158,7 @@ void cached_pull(struct cached *c, const struct http_request *req, struct http_r
         if (cached_evict(c, rec.name, &ee) < 0)
             log_warning("eviction: %s", ee.text);
     } else {
-        unsigned status = r < 0 ? status_of(r) : 500;
+        unsigned status = status_of(r);
         atomic_fetch_add(status < 500 ? &c->stats.pulls_refused : &c->stats.pulls_failed, 1);
         log_notice("uid %u: %s", (unsigned)req->peer.uid, e.text);
         http_reply_error(reply, status, "%s", e.text);

@@ -189,30 +189,43 @@ static int gc_layer(struct gc *g, const char *algo, const char *hex)
     return gc_layer_unless_busy(g, from, hex);
 }
 
-/* A node store's layer that a container of some user runs on: its capsule holds the layer
- * directory itself flock()ed shared (store_node_layer_hold), since users cannot reach the
- * service's lock files. 1 when one does, else 0 with *ret_fd holding the directory locked
- * exclusively until the layer is gone. */
-static int gc_node_layer_held(struct gc *g, const char *from, int *ret_fd)
+/* A node store's lease file whose layer is gone (a gc or a rekey that was cut short). */
+static void gc_orphan_lease(struct gc *g, DIR *d, const char *name)
 {
-    int fd = openat(g->s->root_fd, from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? 1
-                               : errmsg_set(g->e, negative_errno(), "cannot open '%s/%s': %m",
-                                            g->s->root, from);
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        int r = negative_errno();
-        close(fd);
-        if (r == -EWOULDBLOCK)
-            return 1;
-        return errmsg_set(g->e, r, "cannot lock '%s/%s': %s", g->s->root, from, strerror(-r));
-    }
-    *ret_fd = fd;
-    return 0;
+    char layer[STORE_LAYER_NAME_MAX];
+    size_t n = strlen(name) - strlen(STORE_LEASE_SUFFIX);
+    snprintf(layer, sizeof(layer), "%.*s", (int)n, name);
+    struct stat st;
+    if (fstatat(dirfd(d), layer, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+        (void)unlinkat(dirfd(d), name, 0);
 }
 
-/* A node store's layers/<name>: every name that no referenced digest has goes, unless a pull
- * unpacks it or a container runs on it. */
+/* A node store's unreferenced layer: removed unless a pull unpacks it or a container runs on it
+ * (store_node_layer_hold: the lease's write lock cannot be had), then its lease. */
+static int gc_node_layer(struct gc *g, const char *name)
+{
+    char from[PATH_MAX], abs[PATH_MAX + 16];
+    snprintf(from, sizeof(from), "layers/%s", name);
+    snprintf(abs, sizeof(abs), "%s/%s", g->s->root, from);
+    _cleanup_close_ int lease = -1;
+    int r = store_node_layer_busy(abs, &lease);
+    if (r > 0) {
+        g->stats.layers_busy++;
+        return 0;
+    }
+    if (r < 0)
+        return errmsg_set(g->e, r, "cannot lock the lease of '%s': %s", abs, strerror(-r));
+    unsigned before = g->stats.layers_removed;
+    r = gc_layer_unless_busy(g, from, name);
+    if (r >= 0 && lease >= 0 && g->stats.layers_removed > before) {
+        char lease_rel[PATH_MAX + 8];
+        snprintf(lease_rel, sizeof(lease_rel), "%s" STORE_LEASE_SUFFIX, from);
+        (void)unlinkat(g->s->root_fd, lease_rel, 0);
+    }
+    return r;
+}
+
+/* A node store's layers/<name>: every name that no referenced digest has goes, unless in use. */
 static int gc_node_layers(struct gc *g)
 {
     DIR *d;
@@ -220,18 +233,14 @@ static int gc_node_layers(struct gc *g)
     if (r < 0)
         return r;
     struct dirent *de;
+    size_t suffix = strlen(STORE_LEASE_SUFFIX);
     while (r >= 0 && (de = readdir(d))) {
-        char from[PATH_MAX];
-        if (!is_hex(de->d_name, 64) || gc_name_live(g, de->d_name))
-            continue;
-        snprintf(from, sizeof(from), "layers/%s", de->d_name);
-        _cleanup_close_ int held = -1;
-        r = gc_node_layer_held(g, from, &held);
-        if (r > 0) {
-            g->stats.layers_busy++;
-            r = 0;
-        } else if (r == 0)
-            r = gc_layer_unless_busy(g, from, de->d_name);
+        size_t n = strlen(de->d_name);
+        if (n == 64 + suffix && strspn(de->d_name, "0123456789abcdef") == 64 &&
+            strcmp(de->d_name + 64, STORE_LEASE_SUFFIX) == 0)
+            gc_orphan_lease(g, d, de->d_name);
+        else if (is_hex(de->d_name, 64) && !gc_name_live(g, de->d_name))
+            r = gc_node_layer(g, de->d_name);
     }
     closedir(d);
     return r;

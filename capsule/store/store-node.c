@@ -227,9 +227,14 @@ static int rekey_rename(struct store *s, const char *from, const char *to)
     char a[PATH_MAX], b[PATH_MAX];
     snprintf(a, sizeof(a), "layers/%s", from);
     snprintf(b, sizeof(b), "layers/%s", to);
-    if (renameat(s->root_fd, a, s->root_fd, b) == 0)
-        return 1;
-    return errno == ENOENT ? 0 : negative_errno();
+    if (renameat(s->root_fd, a, s->root_fd, b) < 0)
+        return errno == ENOENT ? 0 : negative_errno();
+    /* Its lease goes with it: containers that run on it keep their locks, on the same inode. */
+    snprintf(a, sizeof(a), "layers/%s" STORE_LEASE_SUFFIX, from);
+    snprintf(b, sizeof(b), "layers/%s" STORE_LEASE_SUFFIX, to);
+    if (renameat(s->root_fd, a, s->root_fd, b) < 0 && errno != ENOENT)
+        return negative_errno();
+    return 1;
 }
 
 static int rekey_apply(struct store *s, const unsigned char key[STORE_NODE_KEY_LEN],

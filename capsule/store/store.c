@@ -139,21 +139,69 @@ bool store_is_node(const struct store *s)
     return s->layer_name != NULL;
 }
 
+static int lease_lock(int fd, short type, bool wait)
+{
+    struct flock l = {.l_type = type, .l_whence = SEEK_SET};
+    while (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &l) < 0)
+        if (errno != EINTR)
+            return negative_errno();
+    return 0;
+}
+
+static int lease_open(const char *path, int flags)
+{
+    char lease[PATH_MAX];
+    if (snprintf(lease, sizeof(lease), "%s" STORE_LEASE_SUFFIX, path) >= (int)sizeof(lease))
+        return -ENAMETOOLONG;
+    int fd = open(lease, flags | O_NOFOLLOW | O_CLOEXEC, 0644);
+    return fd < 0 ? negative_errno() : fd;
+}
+
 int store_node_layer_hold(const char *path, int *ret_fd)
 {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int fd = lease_open(path, O_RDONLY);
     if (fd < 0)
-        return negative_errno();
-    if (flock(fd, LOCK_SH) < 0)
-        return negative_errno();
-    /* gc moves a layer out of sight before it removes it: the lock may be on one on its way out. */
-    struct stat held, now;
-    if (fstat(fd, &held) < 0 || stat(path, &now) < 0)
+        return fd;
+    int r = lease_lock(fd, F_RDLCK, true);
+    if (r < 0)
+        return r;
+    /* gc removes the layer, then its lease, under the write lock: the lock may be on one that
+     * is gone. */
+    struct stat lease, dir;
+    if (fstat(fd, &lease) < 0 || stat(path, &dir) < 0)
         return errno == ENOENT ? -ENOENT : negative_errno();
-    if (held.st_ino != now.st_ino || held.st_dev != now.st_dev)
+    if (lease.st_nlink == 0 || !S_ISDIR(dir.st_mode))
         return -ENOENT;
     *ret_fd = TAKE_FD(fd);
     return 0;
+}
+
+int store_node_layer_busy(const char *path, int *ret_fd)
+{
+    _cleanup_close_ int fd = lease_open(path, O_RDWR);
+    if (fd == -ENOENT)
+        return 0; /* handed out to nobody yet */
+    if (fd < 0)
+        return fd;
+    int r = lease_lock(fd, F_WRLCK, false);
+    if (r == -EAGAIN || r == -EACCES)
+        return 1;
+    if (r < 0)
+        return r;
+    if (ret_fd)
+        *ret_fd = TAKE_FD(fd);
+    return 0;
+}
+
+int store_node_layer_lease(const char *path, struct errmsg *e)
+{
+    int fd = lease_open(path, O_RDONLY | O_CREAT);
+    if (fd < 0)
+        return errmsg_set(e, fd, "%s" STORE_LEASE_SUFFIX ": %s", path, strerror(-fd));
+    /* Readable by all, whatever the umask: the users who run the layer lock it. */
+    int r = fchmod(fd, 0644) < 0 ? negative_errno() : 0;
+    close(fd);
+    return r < 0 ? errmsg_set(e, r, "%s" STORE_LEASE_SUFFIX ": %s", path, strerror(-r)) : 0;
 }
 
 uint64_t store_node_layer_size(const char *path)

@@ -73,12 +73,24 @@ int store_node_view(const struct store *s, const char *origin, struct store **re
  * per-user store, or -errno with a message. */
 int store_node_rekey(struct store *s, struct errmsg *e);
 
-/* For a container that runs on a node cache layer (a directory the service handed out): opens
- * the directory and holds it flock()ed shared, so that the node's gc leaves it alone while the
- * container runs (users cannot reach the service's lock files, but can lock what they may
- * read). Waits for a gc that is removing it, then finds it gone. Returns 0 and the fd (close it
- * when the container has ended), -ENOENT when path is no longer a layer, another -errno. */
+/* A node store's layer has a lease file beside it, "<layer>.lease" (0644, the service's). A
+ * container that runs on the layer holds a read lock on it (an open file description lock,
+ * F_OFD_SETLKW), which any user who may read the file may take; gc and eviction need the write
+ * lock, which only the service can take, since it needs the file open for writing. So users
+ * keep layers they run from going, and none of them can keep another's container from
+ * starting. */
+#define STORE_LEASE_SUFFIX ".lease"
+/* For a container that runs on the node cache layer at path (a directory the service handed
+ * out): takes the read lock on its lease, waiting for a gc that is removing the layer (then
+ * finds it gone). Returns 0 and the fd (close it when the container has ended), -ENOENT when
+ * path is no longer a layer, another -errno. */
 int store_node_layer_hold(const char *path, int *ret_fd);
+/* Whether a container holds the node cache layer at path (the write lock cannot be had now).
+ * For the service. With ret_fd, the write lock is kept when it could be had (0): close the fd
+ * once the layer is gone. */
+int store_node_layer_busy(const char *path, int *ret_fd);
+/* Makes the lease of the layer at path (the service, as it hands the layer out). */
+int store_node_layer_lease(const char *path, struct errmsg *e);
 /* What a node store's layer directory holds (bytes of its files), as noted when it was
  * unpacked (xattr STORE_NODE_SIZE_XATTR on its root); 0 when unknown. */
 #define STORE_NODE_SIZE_XATTR "user.capsule.unpacked_bytes"

@@ -885,15 +885,34 @@ def root_fstype(mountinfo):
     return tops[-1] if tops else None
 
 
-def layer_locked(path):
-    """Whether some process holds the directory path flock()ed (a container's capsule holds the
-    node-cache layers it runs on, so that `capsule gc --node` and eviction leave them)."""
+def _lease_lock(fd, kind):
+    """An open file description lock (F_OFD_SETLK) of kind fcntl.F_RDLCK or F_WRLCK on all of fd;
+    raises BlockingIOError when another holds a conflicting one."""
     import fcntl
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    import struct
+    # struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for OFD locks), padding.
+    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqixxxx", kind, 0, 0, 0, 0))
+
+
+def layer_locked(path):
+    """Whether a container's capsule holds the node cache layer at path: its lease
+    (PATH.lease) is read-locked, so the write lock that `capsule gc --node` and eviction take
+    cannot be had. Run as root, who may open the lease for writing."""
+    import fcntl
+    fd = os.open(f"{path}.lease", os.O_RDWR | os.O_CLOEXEC)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _lease_lock(fd, fcntl.F_WRLCK)
         return False
     except BlockingIOError:
         return True
     finally:
         os.close(fd)
+
+
+def hold_layer(path):
+    """Holds the node cache layer at path as a container's capsule does (a read lock on its
+    lease); returns the fd: close it to let go."""
+    import fcntl
+    fd = os.open(f"{path}.lease", os.O_RDONLY | os.O_CLOEXEC)
+    _lease_lock(fd, fcntl.F_RDLCK)
+    return fd

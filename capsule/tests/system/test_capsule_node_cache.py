@@ -104,7 +104,7 @@ def test_two_users_one_download(world):
     # The layers belong to the service's account, under a folder nobody else can list.
     layers_dir = world.node.dir / "layers"
     assert stat.S_IMODE(layers_dir.stat().st_mode) == 0o711
-    entries = list(layers_dir.iterdir())
+    entries = [e for e in layers_dir.iterdir() if not e.name.endswith(".lease")]
     assert len(entries) == 5
     assert all(e.stat().st_uid == world.node.account[0] for e in entries)
     r = cu.run(["ls", str(layers_dir)], user=world.users.user("nb"))
@@ -281,19 +281,28 @@ def test_gc_is_for_root_and_keeps_what_images_use(world):
     # A layer no record names (a pull that never finished its record) goes; the image's stay.
     stray = world.node.dir / "layers" / ("0" * 64)
     cu.run(["mkdir", str(stray)], user=world.node.account, check=True)
+    cu.run(["touch", f"{stray}.lease"], user=world.node.account, check=True)
     admin = cu.Home(world.workdir / "admin")
     admin.write_config(node_cache=str(world.node.socket))
-    # While a container runs on it (its capsule holds the directory locked), it stays.
-    import fcntl
-    fd = os.open(stray, os.O_RDONLY | os.O_DIRECTORY)
-    fcntl.flock(fd, fcntl.LOCK_SH)
+    # While a container runs on it (its capsule holds its lease), it stays.
+    fd = cu.hold_layer(stray)
     r = admin.capsule("gc", "--node")
     os.close(fd)
     assert r.returncode == 0 and "removed 0 layers;" in r.stdout, r
     assert "kept 1 layer" in r.stdout and stray.exists(), r
     r = admin.capsule("gc", "--node")
     assert r.returncode == 0 and "removed 1 layer;" in r.stdout, r
-    assert not stray.exists()
+    assert not stray.exists() and not os.path.exists(f"{stray}.lease")
+    # A user may lock a lease for reading (as a container does), never for writing: nobody can
+    # keep another's container from starting.
+    lease = record(ann)["layer_paths"][0] + ".lease"
+    script = (f"import fcntl, os, struct; fd = os.open({lease!r}, os.O_RDONLY); "
+              "fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack('hhqqixxxx', fcntl.F_WRLCK, 0, 0, "
+              "0, 0))")
+    r = cu.run(["/usr/bin/python3", "-c", script], user=ann.owner)
+    assert r.returncode != 0 and "Bad file descriptor" in r.stderr, r
+    r = cu.run(["/usr/bin/python3", "-c", script.replace("O_RDONLY", "O_RDWR")], user=ann.owner)
+    assert r.returncode != 0 and "Permission denied" in r.stderr, r
     assert all(os.path.isdir(p) for p in record(ann)["layer_paths"])
 
 
@@ -390,18 +399,6 @@ def layer_bytes(home):
                record(home)["layer_paths"])
 
 
-def locked_by_a_container(path):
-    import fcntl
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-
-
 def test_size_limit_evicts_what_no_container_runs(world):
     multi = world.push("multi", "shared/multi:1")
     other = world.push("other", "shared/multi:other")  # shares multi's first layer
@@ -416,7 +413,7 @@ def test_size_limit_evicts_what_no_container_runs(world):
     run = cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "run", "--no-home",
                                          "--entrypoint", "busybox", multi, "sleep", "60"]),
                    world.workdir / "run.log", env=ann.env())
-    cu.wait_for(lambda: locked_by_a_container(multi_paths[-1]), 30, "the container's start")
+    cu.wait_for(lambda: cu.layer_locked(multi_paths[-1]), 30, "the container's start")
     assert ben.capsule("pull", "-q", other).returncode == 0
     assert all(os.path.isdir(p) for p in multi_paths), world.node.proc.tail()
     status, listed = world.node.api("GET", "/v1/images")
@@ -449,7 +446,7 @@ def test_rekey_takes_every_path_back(world):
                                          "--entrypoint", "busybox", name, "sh", "-c",
                                          "sleep 2; cat /etc/hello"]),
                   world.workdir / "rekey-run.log", env=ann.env())
-    cu.wait_for(lambda: locked_by_a_container(old[-1]), 30, "the container's start")
+    cu.wait_for(lambda: cu.layer_locked(old[-1]), 30, "the container's start")
     admin = cu.Home(world.workdir / "admin")
     admin.write_config(node_cache=str(world.node.socket))
     r = admin.capsule("gc", "--node", "--rekey")
