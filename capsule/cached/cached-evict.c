@@ -74,17 +74,6 @@ static int by_last_use(const void *a, const void *b)
     return x->last_used < y->last_used ? -1 : x->last_used > y->last_used;
 }
 
-static int64_t last_use(struct cached *c, const struct image_record *r)
-{
-    pthread_mutex_lock(&c->lock);
-    int64_t t = r->pulled_at;
-    for (size_t i = 0; i < c->n_uses; i++)
-        if (strcmp(c->uses[i].image, r->name) == 0 && c->uses[i].last_used > t)
-            t = c->uses[i].last_used;
-    pthread_mutex_unlock(&c->lock);
-    return t;
-}
-
 /* Evicts in least-recently-used order until what is kept fits; keep (the image just served) and
  * images in use stay. Returns how many were evicted. */
 static int evict_over(struct cached *c, struct candidate *v, size_t n, const char *keep,
@@ -123,7 +112,7 @@ int cached_evict(struct cached *c, const char *keep, struct errmsg *e)
         r = errmsg_set(e, -ENOMEM, "out of memory");
     for (size_t i = 0; r >= 0 && i < n; i++) {
         v[i].rec = &recs[i];
-        v[i].last_used = last_use(c, &recs[i]);
+        v[i].last_used = cached_last_use(c, &recs[i]);
         if ((r = layer_paths(c, &recs[i], &v[i].paths, e)) >= 0)
             v[i].in_use = held(v[i].paths);
     }

@@ -49,7 +49,7 @@ int cached_view(struct cached *c, const char *origin, struct store **ret, struct
     return r;
 }
 
-static struct cached_use *use_find(struct cached *c, const char *image)
+static struct cached_use *use_find(const struct cached *c, const char *image)
 {
     for (size_t i = 0; i < c->n_uses; i++)
         if (strcmp(c->uses[i].image, image) == 0)
@@ -69,6 +69,15 @@ static struct cached_use *use_add(struct cached *c, const char *image)
         return NULL;
     c->n_uses++;
     return u;
+}
+
+int64_t cached_last_use(struct cached *c, const struct image_record *r)
+{
+    pthread_mutex_lock(&c->lock);
+    const struct cached_use *u = use_find(c, r->name);
+    int64_t t = u && u->last_used > r->pulled_at ? u->last_used : r->pulled_at;
+    pthread_mutex_unlock(&c->lock);
+    return t;
 }
 
 void cached_note_use(struct cached *c, const char *image, uid_t uid)

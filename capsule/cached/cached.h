@@ -82,6 +82,8 @@ void cached_handle_metrics(const struct http_request *req, struct http_reply *re
 void cached_pull(struct cached *c, const struct http_request *req, struct http_reply *reply);
 /* Notes that uid used image now. */
 void cached_note_use(struct cached *c, const char *image, uid_t uid);
+/* When r was last used: asked for through the service since it started, else pulled. */
+int64_t cached_last_use(struct cached *c, const struct image_record *r);
 
 /* A view of the node store for registry origin, under key_lock. */
 int cached_view(struct cached *c, const char *origin, struct store **ret, struct errmsg *e);

@@ -6,16 +6,14 @@
 #include <stdio.h>
 #include <limits.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "capsule/cli/cli.h"
 #include "capsule/gpu/gpu-inject.h"
 #include "capsule/launch.h"
-#include "lib/macro.h"
+#include "lib/socket-probe.h"
 #include "capsule/runtime/runtime.h"
 #include "capsule/store/store.h"
 
@@ -87,17 +85,13 @@ static void gpu_line(const struct gpu_check_line *l, void *userdata)
         line(c, l->ok, "gpu", l->text);
 }
 
-/* Whether something accepts connections on the Unix socket at path: 0 or -errno with a message.
- * No request is made; capsule itself speaks no HTTP (capsule-pull does). */
+/* 0 when capsule-cached accepts connections at path (nothing is sent: capsule speaks no HTTP,
+ * capsule-pull does), else -errno with a message. */
 static int socket_answers(const char *path, struct errmsg *e)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return errmsg_set(e, -ENAMETOOLONG, "%s: the path is too long for a socket", path);
-    strcpy(sa.sun_path, path);
-    _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-        return errmsg_set(e, negative_errno(), "%s: %m (is capsule-cached running?)", path);
+    int r = socket_probe(path);
+    if (r < 0)
+        return errmsg_set(e, r, "%s: %s (is capsule-cached running?)", path, strerror(-r));
     return 0;
 }
 

@@ -4,29 +4,10 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 
 #include "lib/http-client.h"
 #include "lib/macro.h"
-
-/* Connects once, without speaking HTTP, to learn why a request could not be sent: curl's error
- * names the symptom ("Couldn't connect to server"), not the errno a person can act on. Returns
- * 0 or -errno. */
-static int socket_probe(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    size_t n = strlen(path);
-    if (n >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    memcpy(sa.sun_path, path, n + 1);
-    _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return negative_errno();
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-        return negative_errno();
-    return 0;
-}
+#include "lib/socket-probe.h"
 
 static int transport_error(const struct gpuq_cli *c, int r, const struct errmsg *ce,
                            struct errmsg *e)
