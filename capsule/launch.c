@@ -321,6 +321,24 @@ static int resolve_file(struct store *st, const char *path, launch_pull_fn pull,
     return store_image_load(st, name, ret, e);
 }
 
+/* A node cache's image whose layers are gone from it (evicted under max_size, or renamed by a
+ * new key): the user's record leads nowhere, and the image must be asked for again. */
+static bool node_layers_gone(const struct image_record *r)
+{
+    for (size_t i = 0; r->layer_paths && r->layer_paths[i]; i++)
+        if (access(r->layer_paths[i], F_OK) < 0 && errno == ENOENT)
+            return true;
+    return false;
+}
+
+static int pull_and_load(struct store *st, const char *name, launch_pull_fn pull, void *userdata,
+                         struct image_record *ret, struct errmsg *e)
+{
+    if (pull(userdata, name, NULL) != 0)
+        return errmsg_set(e, -ENOENT, "cannot run '%s': the pull failed", name);
+    return store_image_load(st, name, ret, e);
+}
+
 int launch_resolve_image(struct store *st, const char *arg, enum launch_pull_policy policy,
                          launch_pull_fn pull, void *userdata, struct image_record *ret,
                          struct errmsg *e)
@@ -328,6 +346,12 @@ int launch_resolve_image(struct store *st, const char *arg, enum launch_pull_pol
     if (launch_is_image_file(arg))
         return resolve_file(st, arg, pull, userdata, ret, e);
     int r = policy == LAUNCH_PULL_ALWAYS ? -ENOENT : store_image_find(st, arg, ret, e);
+    if (r >= 0 && policy == LAUNCH_PULL_MISSING && node_layers_gone(ret)) {
+        _cleanup_free_ char *again = strdup(ret->name);
+        image_record_done(ret);
+        return again ? pull_and_load(st, again, pull, userdata, ret, e)
+                     : errmsg_set(e, -ENOMEM, "out of memory");
+    }
     if (r != -ENOENT || policy == LAUNCH_PULL_NEVER)
         return r < 0 ? r : 0;
     /* What is pulled is a name: an ID prefix of nothing cached is taken as Docker Hub's. */
@@ -339,9 +363,7 @@ int launch_resolve_image(struct store *st, const char *arg, enum launch_pull_pol
     image_ref_done(&ref);
     if (r < 0)
         return errmsg_set(e, r, "out of memory");
-    if (pull(userdata, name, NULL) != 0)
-        return errmsg_set(e, -ENOENT, "cannot run '%s': the pull failed", name);
-    return store_image_load(st, name, ret, e);
+    return pull_and_load(st, name, pull, userdata, ret, e);
 }
 
 int launch_exit_code(int r, const struct errmsg *e)

@@ -69,7 +69,8 @@ int launch_image_file_check(const char *path, struct errmsg *e);
 /* Finds the image a user named (store_image_find: a cached name in any spelling, else an ID
  * prefix; an image file is loaded every time, whatever the policy, under
  * launch_file_image_name()), pulling it first as the policy says: with "missing" only when it is
- * not cached, with "always" by its name every time, with "never" not at all. Returns 0 and *ret, or
+ * not cached (or its node cache layers are gone: evicted, or renamed by a new key), with
+ * "always" by its name every time, with "never" not at all. Returns 0 and *ret, or
  * -ENOENT
  * ("image 'x' is not in the cache; capsule pull x", "cannot run 'x': the pull failed"), -EINVAL
  * (not an image reference, an ambiguous ID), with a message. */

@@ -119,10 +119,8 @@ int cached_evict(struct cached *c, const char *keep, struct errmsg *e)
     if (r >= 0 && (r = evict_over(c, v, n, keep, e)) > 0) {
         atomic_fetch_add(&c->stats.evictions, (uint64_t)r);
         struct store_gc_stats st = {0};
+        /* Pulls in progress go on: gc leaves what they hold. */
         r = store_gc(c->store, NULL, &st, e);
-        /* A pull between its first blob and its record keeps gc away: the next one removes. */
-        if (r == -EBUSY)
-            r = 0;
     }
     for (size_t i = 0; v && i < n; i++)
         strv_free(v[i].paths);

@@ -62,6 +62,8 @@ static unsigned status_of(int r)
         return 400;
     case -EACCES:
         return 403;
+    case -EKEYEXPIRED:
+        return 401; /* the requester asks again with a new token (node-client.c) */
     case -ENOENT:
         return 404;
     case -EFBIG:

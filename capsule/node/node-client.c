@@ -18,6 +18,8 @@
 #define AUTH_PREFIX "Authorization: "
 /* How long a pull waits for a connection the service would take. */
 #define NODE_RETRY_MS (15u * 60u * 1000u)
+/* How often a pull asks again with a new token after the registry stopped taking the last. */
+#define NODE_TOKEN_ROUNDS 50u
 
 /* "REGISTRY/REPOSITORY@DIGEST" for the manifest the user resolved. */
 static int pinned_name(const char *image_name, const char *manifest_digest, char **ret,
@@ -75,6 +77,25 @@ static int ask_pull(const char *socket, json_t *body, long *status, json_t **ans
     }
 }
 
+/* One request with the requester's current credentials, which go no further than the socket. */
+static int ask_with_token(const char *socket, struct registry *reg, const char *pinned,
+                          long *status, json_t **answer, struct errmsg *e)
+{
+    json_t *body = pull_request(reg, pinned);
+    if (!body)
+        return errmsg_set(e, -ENOMEM, "out of memory");
+    int r = ask_pull(socket, body, status, answer, e);
+    json_object_clear(body);
+    json_decref(body);
+    /* curl's words for a Unix socket that does not answer name a TCP port: say it plainly. */
+    if (r < 0)
+        return errmsg_set(e, r,
+                          "node cache at %s: %s (is capsule-cached running? capsule check "
+                          "tells)",
+                          socket, strerror(-r));
+    return 0;
+}
+
 int node_layer_source(void *userdata, struct registry *reg, const char *image_name,
                       const char *manifest_digest, const struct manifest *m, char ***ret_paths,
                       struct errmsg *e)
@@ -84,21 +105,23 @@ int node_layer_source(void *userdata, struct registry *reg, const char *image_na
     int r = pinned_name(image_name, manifest_digest, &pinned, e);
     if (r < 0)
         return r;
-    json_t *body = pull_request(reg, pinned);
-    if (!body)
-        return errmsg_set(e, -ENOMEM, "out of memory");
     long status = 0;
     json_t *answer = NULL;
-    r = ask_pull(socket, body, &status, &answer, e);
-    /* The credentials go no further than the socket; nothing else keeps them. */
-    json_object_clear(body);
-    json_decref(body);
-    /* curl's words for a Unix socket that does not answer name a TCP port: say it plainly. */
-    if (r < 0)
-        return errmsg_set(e, r,
-                          "node cache at %s: %s (is capsule-cached running? capsule check "
-                          "tells)",
-                          socket, strerror(-r));
+    for (unsigned round = 0;; round++) {
+        r = ask_with_token(socket, reg, pinned, &status, &answer, e);
+        if (r < 0)
+            return r;
+        /* 401: the registry stopped taking the token while the service downloaded (a bearer
+         * token often lives 5 minutes, a large image takes longer). Each round gets further:
+         * what was fetched stays, downloads resume. A request of our own to the registry gets
+         * the new token. */
+        if (status != 401 || round >= NODE_TOKEN_ROUNDS)
+            break;
+        json_decref(answer);
+        answer = NULL;
+        if ((r = registry_check_blob(reg, m->config.digest, e)) < 0)
+            return r;
+    }
     if (status != 200) {
         const char *why = json_string_value(json_object_get(answer, "error"));
         r = errmsg_set(e,

@@ -107,9 +107,11 @@ static int resolve_manifest(struct registry *reg, const struct image_ref *ref, c
     return 0;
 }
 
-/* The config blob: fetched (unless the store has it), parsed, checked against the manifest. */
+/* The config blob: fetched (unless the store has it), parsed, checked against the manifest. Its
+ * bytes into *ret_data, for save_record to store. */
 static int fetch_config(struct store *s, struct registry *reg, const char *what,
-                        const struct manifest *m, const struct pull_opts *o, struct errmsg *e)
+                        const struct manifest *m, const struct pull_opts *o, char **ret_data,
+                        struct errmsg *e)
 {
     const struct descriptor *d = &m->config;
     _cleanup_free_ char *data = NULL;
@@ -142,9 +144,9 @@ static int fetch_config(struct store *s, struct registry *reg, const char *what,
                        cfg.os ? cfg.os : "?", cfg.architecture, o->os ? o->os : "linux",
                        o->architecture);
     image_config_done(&cfg);
-    if (r < 0 || cached)
-        return r;
-    return store_blob_write(s, d->digest, data, len, e);
+    if (r >= 0)
+        *ret_data = TAKE_PTR(data);
+    return r;
 }
 
 /* ---- layers, several at once ---- */
@@ -155,6 +157,7 @@ struct pull_ctx {
     const struct manifest *m;
     const struct pull_opts *o;
     const struct pull_events *ev; /* never NULL: a quiet pull has an empty one */
+    int *holds;                   /* per layer: its lock, shared, once it is there */
     atomic_size_t next;
     pthread_mutex_t lock;
     int error; /* the first failure; later ones are its consequences */
@@ -196,25 +199,13 @@ static int layer_present(struct pull_ctx *c, size_t i, struct errmsg *e)
     return 1;
 }
 
-static int layer_pull(struct pull_ctx *c, size_t i, struct errmsg *e)
+/* Downloads (or finds) and unpacks layer i, under its make lock. */
+static int layer_make(struct pull_ctx *c, size_t i, struct errmsg *e)
 {
     const struct descriptor *d = &c->m->layers[i];
-    _cleanup_close_ int lock_fd = -1;
-    /* A layer that is there stays there (gc is blocked while we pull): no lock, which a
-     * running container of another image holds shared for as long as it runs. */
-    int r = layer_present(c, i, e);
-    if (r != 0)
-        return r < 0 ? r : 0;
-    /* Another process pulling the same layer holds this lock; once it is ours, the layer is
-     * either there or ours to make. */
-    r = store_layer_lock(c->s, d->digest, true, true, &lock_fd, e);
-    if (r < 0)
-        return r;
-    if ((r = layer_present(c, i, e)) != 0)
-        return r < 0 ? r : 0;
     tell_state(c, i, PULL_LAYER_DOWNLOADING);
     struct store_download dl = {.fd = -1, .lock_fd = -1};
-    r = store_download_begin(c->s, d->digest, &dl, e);
+    int r = store_download_begin(c->s, d->digest, &dl, e);
     if (r < 0)
         return r;
     if (r == 0) {
@@ -226,15 +217,36 @@ static int layer_pull(struct pull_ctx *c, size_t i, struct errmsg *e)
             return r;
         }
         r = store_download_commit(c->s, &dl, e);
-        if (r < 0)
-            return r;
     }
-    tell_state(c, i, PULL_LAYER_UNPACKING);
-    r = store_layer_unpack(c->s, d->digest, c->o->max_unpacked_size, c->o->keep_blobs, e);
-    if (r < 0)
-        return r;
-    tell_state(c, i, PULL_LAYER_DONE);
-    return 0;
+    if (r >= 0) {
+        tell_state(c, i, PULL_LAYER_UNPACKING);
+        r = store_layer_unpack(c->s, d->digest, c->o->max_unpacked_size, c->o->keep_blobs, e);
+    }
+    store_download_end(&dl);
+    if (r >= 0)
+        tell_state(c, i, PULL_LAYER_DONE);
+    return r;
+}
+
+static int layer_pull(struct pull_ctx *c, size_t i, struct errmsg *e)
+{
+    const struct descriptor *d = &c->m->layers[i];
+    /* From here until the record is saved, the layer is in use: gc leaves a layer whose lock is
+     * held. Only gc takes it exclusively, and never waits for it. */
+    int r = store_layer_lock(c->s, d->digest, false, true, &c->holds[i], e);
+    if (r >= 0)
+        r = layer_present(c, i, e);
+    if (r != 0)
+        return r < 0 ? r : 0;
+    /* Another process making the same layer holds this lock; once it is ours, the layer is
+     * either there or ours to make. */
+    _cleanup_close_ int make = -1;
+    r = store_layer_make_lock(c->s, d->digest, &make, e);
+    if (r >= 0)
+        r = layer_present(c, i, e);
+    if (r == 0)
+        r = layer_make(c, i, e);
+    return r < 0 ? r : 0;
 }
 
 static void *layer_worker(void *userdata)
@@ -322,11 +334,13 @@ static int check_layer_sizes(struct store *s, const struct manifest *m, const st
     return 0;
 }
 
+/* holds: one fd per layer, -1 each; each layer's lock, shared, comes back in it. */
 static int pull_layers(struct store *s, struct registry *reg, const struct manifest *m,
-                       const struct pull_opts *o, struct errmsg *e)
+                       const struct pull_opts *o, int *holds, struct errmsg *e)
 {
     static const struct pull_events quiet = {0};
-    struct pull_ctx c = {.s = s, .reg = reg, .m = m, .o = o, .ev = o->events ? o->events : &quiet};
+    struct pull_ctx c = {
+        .s = s, .reg = reg, .m = m, .o = o, .ev = o->events ? o->events : &quiet, .holds = holds};
     if (c.ev->layers && m->n_layers > 0) {
         char(*ids)[13] = calloc(m->n_layers, sizeof(*ids));
         const char **idv = calloc(m->n_layers, sizeof(*idv));
@@ -381,41 +395,66 @@ static int open_source(const struct image_ref *ref, const char *name, const stru
     return r;
 }
 
+/* Last, under the gc block (a moment): the manifest, the config and the record, so that a pull
+ * leaves a record only when every layer is in place, and gc meanwhile removes nothing it stored
+ * (its layers are held by their locks until then). */
+static int save_record(struct store *s, const struct registry_manifest *raw, const char *config,
+                       const struct manifest *m, struct image_record *rec, struct errmsg *e)
+{
+    _cleanup_close_ int gc_block = -1;
+    int r = store_gc_block(s, &gc_block, e);
+    if (r >= 0 && !store_has_blob(s, raw->digest))
+        r = store_blob_write(s, raw->digest, raw->data, raw->len, e);
+    if (r >= 0 && !store_has_blob(s, m->config.digest))
+        r = store_blob_write(s, m->config.digest, config, (size_t)m->config.size, e);
+    return r < 0 ? r : store_image_save(s, rec, e);
+}
+
+static void holds_close(int *holds, size_t n)
+{
+    for (size_t i = 0; holds && i < n; i++)
+        if (holds[i] >= 0)
+            close(holds[i]);
+    free(holds);
+}
+
 int pull_image(struct store *s, const struct image_ref *ref, const struct pull_opts *o,
                struct image_record *ret, struct errmsg *e)
 {
     static const struct pull_opts defaults = {0};
     if (!o)
         o = &defaults;
-    _cleanup_free_ char *name = NULL;
+    _cleanup_free_ char *name = NULL, *config = NULL;
     if (image_ref_format(ref, &name) < 0)
         return errmsg_set(e, -ENOMEM, "out of memory");
+    /* A node store's rekey waits for no pull (store_pull_block). */
+    _cleanup_close_ int pull_block = -1;
+    int r = store_pull_block(s, &pull_block, e);
+    if (r < 0)
+        return r;
     _cleanup_(registry_freep) struct registry *reg = NULL;
     struct registry_manifest raw = {0};
     struct manifest m = {0};
-    int r = open_source(ref, name, o, &reg, &raw, &m, e);
+    r = open_source(ref, name, o, &reg, &raw, &m, e);
     if (r < 0)
         return r;
     struct image_record rec = {0};
-    /* Until the record is saved, nothing references what this pull stores: keep gc away. */
-    _cleanup_close_ int gc_block = -1;
-    r = store_gc_block(s, &gc_block, e);
-    /* The manifest and config are kept in the store: the record refers to them. */
-    if (r >= 0)
-        r = store_blob_write(s, raw.digest, raw.data, raw.len, e);
-    if (r >= 0)
-        r = fetch_config(s, reg, name, &m, o, e);
+    int *holds = malloc((m.n_layers ? m.n_layers : 1) * sizeof(int));
+    for (size_t i = 0; holds && i < m.n_layers; i++)
+        holds[i] = -1;
+    r = holds ? fetch_config(s, reg, name, &m, o, &config, e)
+              : errmsg_set(e, -ENOMEM, "out of memory");
     char **paths = NULL;
     if (r >= 0 && o->layer_source)
         r = o->layer_source(o->layer_source_userdata, reg, name, raw.digest, &m, &paths, e);
     else if (r >= 0 && (r = check_layer_sizes(s, &m, o, e)) >= 0)
-        r = pull_layers(s, reg, &m, o, e);
+        r = pull_layers(s, reg, &m, o, holds, e);
     if (r >= 0 && image_record_fill(name, raw.digest, &m, &rec) < 0)
         r = errmsg_set(e, -ENOMEM, "out of memory");
     rec.layer_paths = paths;
-    /* Last: only a pull whose every layer is in place leaves a record behind. */
     if (r >= 0)
-        r = store_image_save(s, &rec, e);
+        r = save_record(s, &raw, config, &m, &rec, e);
+    holds_close(holds, m.n_layers);
     manifest_done(&m);
     registry_manifest_done(&raw);
     if (r >= 0 && ret)

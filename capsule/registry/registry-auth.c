@@ -380,6 +380,13 @@ int registry_authorize(struct registry *r, const char *what, const struct http_r
         /* Handed over by a requester: answering the challenge with anything else would lend the
          * requester credentials that are not theirs. */
         auth_challenges_done(&ch);
+        /* Accepted before, refused now: a bearer token's lifetime has run out. The requester
+         * can ask again with a new one (what was fetched stays). */
+        if (atomic_load(&r->fixed_accepted))
+            return errmsg_set(e, -EKEYEXPIRED,
+                              "%s: the registry no longer accepts the requester's credentials "
+                              "(HTTP 401): the token expired",
+                              what);
         return errmsg_set(e, -EACCES,
                           "%s: access denied (HTTP 401) with the requester's credentials", what);
     }

@@ -33,6 +33,8 @@ struct registry {
     long connect_timeout_ms, stall_timeout_s;
     bool http_allowed;
     atomic_bool cancelled;
+    /* The registry has answered 2xx to fixed_header: a later 401 means it expired. */
+    atomic_bool fixed_accepted;
 
     /* Everything below is guarded by lock. */
     pthread_mutex_t lock;

@@ -286,7 +286,10 @@ int registry_attempt(struct registry *r, const struct reg_request *q, struct htt
         .sink_userdata = q->sink_userdata,
     };
     http_response_done(resp);
-    return http_request_opts(&o, resp, e);
+    k = http_request_opts(&o, resp, e);
+    if (k >= 0 && r->fixed_header && resp->status >= 200 && resp->status < 300)
+        atomic_store(&r->fixed_accepted, true);
+    return k;
 }
 
 /* ---- errors from HTTP statuses ---- */

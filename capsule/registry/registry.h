@@ -39,7 +39,8 @@ struct registry_opts {
     const char *mirror;
     /* The node cache's service (capsule/cached): the requester's own "Authorization: ..." header
      * line, sent with every request instead of credentials looked up here. A 401 is then a
-     * refusal of the requester's credentials, never a new challenge answered with others'.
+     * refusal of the requester's credentials, never a new challenge answered with others':
+     * -EKEYEXPIRED once the registry had accepted them (a token that expired), else -EACCES.
      * NULL: look credentials up as above. */
     const char *authorization;
 };

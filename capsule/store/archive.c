@@ -1188,13 +1188,13 @@ static int copy_blob(struct reader *rd, struct store_download *dl, const struct 
 static int import_layer(struct reader *rd, const struct descriptor *d)
 {
     struct import *im = rd->im;
-    /* A layer appears in layers/ whole (by rename), so one that is there needs no lock: a
-     * running container holds its layers' locks shared, and waiting for it to end would be
-     * wrong. One that is not is made under the lock, and may appear while we wait for it. */
+    /* A layer appears in layers/ whole (by rename), and gc waits for this import (it holds the
+     * gc block throughout), so one that is there needs no lock. One that is not is made under
+     * its make lock, and may appear while we wait for it. */
     if (store_has_layer(im->s, d->digest))
         return 0;
     _cleanup_close_ int lock_fd = -1;
-    int r = store_layer_lock(im->s, d->digest, true, true, &lock_fd, im->e);
+    int r = store_layer_make_lock(im->s, d->digest, &lock_fd, im->e);
     if (r < 0 || store_has_layer(im->s, d->digest))
         return r;
     if (archive_entry_filetype(rd->entry) != AE_IFREG || archive_entry_hardlink(rd->entry))
@@ -1211,9 +1211,10 @@ static int import_layer(struct reader *rd, const struct descriptor *d)
         else
             r = store_download_commit(im->s, &dl, im->e);
     }
-    if (r < 0)
-        return r;
-    return store_layer_unpack(im->s, d->digest, im->o->max_unpacked_size, false, im->e);
+    if (r >= 0)
+        r = store_layer_unpack(im->s, d->digest, im->o->max_unpacked_size, false, im->e);
+    store_download_end(&dl);
+    return r;
 }
 
 /* The layer of m that a member name is the blob of, or NULL. */

@@ -3,8 +3,9 @@
  * layers are computed, and every other name goes.
  *
  * A layer is first renamed into tmp/ under its exclusive lock and removed there, so that nobody
- * sees half of it in layers/. A pull that has stored blobs but no record yet holds the gc lock
- * shared (store_gc_block), and gc then does nothing. */
+ * sees half of it in layers/. Pulls go on meanwhile: one holds the locks of its layers (shared)
+ * and of its blobs until its record is saved, and saves the record under the gc lock shared
+ * (store_gc_block), which gc holds exclusively. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -248,10 +249,18 @@ static int gc_node_layers(struct gc *g)
 
 static int gc_blob(struct gc *g, int dfd, const char *algo, const char *hex)
 {
-    char digest[DIGEST_STRING_MAX];
+    char digest[DIGEST_STRING_MAX], lock[PATH_MAX];
     snprintf(digest, sizeof(digest), "%s:%s", algo, hex);
     if (!digest_valid(digest) || gc_referenced(g, digest))
         return 0;
+    /* A download or an unpack holds it (store_download_begin). */
+    snprintf(lock, sizeof(lock), "%s" STORE_BLOB_LOCK_SUFFIX, hex);
+    _cleanup_close_ int fd = -1;
+    int r = store_lock(g->s, lock, LOCK_EX | LOCK_NB, &fd);
+    if (r == -EWOULDBLOCK)
+        return 0;
+    if (r < 0)
+        return errmsg_set(g->e, r, "cannot lock '%s/locks/%s': %s", g->s->root, lock, strerror(-r));
     struct stat st;
     if (fstatat(dfd, hex, &st, AT_SYMLINK_NOFOLLOW) == 0)
         g->stats.bytes_freed += (uint64_t)st.st_blocks * 512;
@@ -292,7 +301,7 @@ static int gc_layer_at(struct gc *g, int dfd, const char *algo, const char *hex)
 }
 
 /* The lock that guards a tmp/ entry: "<hex>.partial" a download's, "<hex>.*" an unpack's (the
- * layer's lock), "run-*" a run's scratch directory's (its own, removed with it). */
+ * layer's make lock), "run-*" a run's scratch directory's (its own, removed with it). */
 static bool tmp_entry_lock(const char *name, char lock[PATH_MAX], bool *ret_own)
 {
     *ret_own = strncmp(name, STORE_SCRATCH_PREFIX, strlen(STORE_SCRATCH_PREFIX)) == 0;
@@ -301,13 +310,14 @@ static bool tmp_entry_lock(const char *name, char lock[PATH_MAX], bool *ret_own)
     size_t n = strspn(name, "0123456789abcdef");
     if ((n != 64 && n != 128) || name[n] != '.')
         return false;
-    const char *kind = strcmp(name + n, ".partial") == 0 ? ".blob.lock" : ".lock";
+    const char *kind =
+        strcmp(name + n, ".partial") == 0 ? STORE_BLOB_LOCK_SUFFIX : STORE_MAKE_LOCK_SUFFIX;
     snprintf(lock, PATH_MAX, "%.*s%s", (int)n, name, kind);
     return true;
 }
 
-/* gc holds the gc lock exclusively, so no pull is between its first blob and its record: what
- * is in tmp/ was left by a killed pull, unpack, gc or run, unless its lock says it is in use. */
+/* What is in tmp/ was left by a killed pull, unpack, gc or run, unless its lock says it is in
+ * use: a pull writes its manifest, config and record (tmp/write.*) only under store_gc_block. */
 static int gc_tmp_entry(struct gc *g, int dfd, const char *name)
 {
     char lock[PATH_MAX];
@@ -372,10 +382,8 @@ static int gc_run(struct gc *g, char *const *keep)
 int store_gc(struct store *s, char *const *keep, struct store_gc_stats *ret, struct errmsg *e)
 {
     _cleanup_close_ int lock = -1;
-    int r = store_lock(s, STORE_GC_LOCK, LOCK_EX | LOCK_NB, &lock);
-    if (r == -EWOULDBLOCK)
-        return errmsg_set(e, -EBUSY, "a pull into '%s' is in progress; run gc when it is done",
-                          s->root);
+    /* Waits for another gc, and for pulls that save their records (a moment). */
+    int r = store_lock(s, STORE_GC_LOCK, LOCK_EX, &lock);
     if (r < 0)
         return errmsg_set(e, r, "cannot lock '%s/locks/%s': %s", s->root, STORE_GC_LOCK,
                           strerror(-r));

@@ -267,11 +267,16 @@ int store_node_rekey(struct store *s, struct errmsg *e)
 {
     if (!store_is_node(s))
         return errmsg_set(e, -EINVAL, "'%s' is not a node cache: it has no key", s->root);
-    _cleanup_close_ int lock = -1;
-    int r = store_lock(s, STORE_GC_LOCK, LOCK_EX | LOCK_NB, &lock);
+    _cleanup_close_ int pulls = -1, gc = -1;
+    int r = store_lock(s, STORE_PULLS_LOCK, LOCK_EX | LOCK_NB, &pulls);
     if (r == -EWOULDBLOCK)
         return errmsg_set(e, -EBUSY, "a pull into '%s' is in progress; rekey when it is done",
                           s->root);
+    if (r < 0)
+        return errmsg_set(e, r, "cannot lock '%s/locks/%s': %s", s->root, STORE_PULLS_LOCK,
+                          strerror(-r));
+    /* And no gc: it computes names with the key. */
+    r = store_lock(s, STORE_GC_LOCK, LOCK_EX, &gc);
     if (r < 0)
         return errmsg_set(e, r, "cannot lock '%s/locks/%s': %s", s->root, STORE_GC_LOCK,
                           strerror(-r));

@@ -59,7 +59,15 @@ int store_record_origin(const struct image_record *r, char **ret);
  * -ENAMETOOLONG. */
 int store_layer_rel(const struct store *s, const char *digest, char *buf, size_t size);
 
+/* Held exclusively by gc and shared by a pull saving its record (store_gc_block). */
 #define STORE_GC_LOCK "gc.lock"
+/* Held shared by every pull from start to end, exclusively by a rekey (store_pull_block). */
+#define STORE_PULLS_LOCK "pulls.lock"
+/* locks/<layer name> + this: held by whoever makes the layer (store_layer_make_lock), and by gc
+ * for its unfinished unpacks in tmp/ (tmp/<layer name>.XXXXXX). */
+#define STORE_MAKE_LOCK_SUFFIX ".unpack.lock"
+/* locks/<hex> + this: a blob's, held by its download until store_download_end. */
+#define STORE_BLOB_LOCK_SUFFIX ".blob.lock"
 /* tmp/ entries of store_scratch_new() start with this; their lock is locks/<entry>.lock. */
 #define STORE_SCRATCH_PREFIX "run-"
 

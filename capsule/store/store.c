@@ -417,12 +417,12 @@ static int download_open(struct store *s, const char *digest, struct store_downl
                          struct errmsg *e)
 {
     char name[PATH_MAX];
-    snprintf(name, sizeof(name), "%s.blob.lock", digest_hex(digest));
+    snprintf(name, sizeof(name), "%s" STORE_BLOB_LOCK_SUFFIX, digest_hex(digest));
     int r = store_lock(s, name, LOCK_EX, &d->lock_fd);
     if (r < 0)
         return errmsg_set(e, r, "cannot lock '%s/locks/%s': %s", s->root, name, strerror(-r));
     if (store_has_blob(s, digest))
-        return 1; /* the process we waited for finished it */
+        return 1; /* there already, or the process we waited for finished it */
     if (asprintf(&d->partial_path, "%s/tmp/%s.partial", s->root, digest_hex(digest)) < 0 ||
         !(d->digest = strdup(digest)))
         return -ENOMEM;
@@ -440,16 +440,15 @@ int store_download_begin(struct store *s, const char *digest, struct store_downl
 {
     if (!digest_valid(digest))
         return errmsg_set(e, -EINVAL, "'%.80s' is not a valid digest", digest);
-    if (store_has_blob(s, digest))
-        return 1;
     struct store_download d = {.fd = -1, .lock_fd = -1};
     int r = download_open(s, digest, &d, e);
-    if (r != 0) {
+    if (r < 0) {
         download_release(&d);
         return r;
     }
+    /* Complete or not, the blob is the caller's until store_download_end: gc leaves it. */
     *ret = d;
-    return 0;
+    return r;
 }
 
 int store_download_commit(struct store *s, struct store_download *d, struct errmsg *e)
@@ -470,8 +469,15 @@ int store_download_commit(struct store *s, struct store_download *d, struct errm
             close(dfd);
         }
     }
-    download_release(d);
+    /* The lock stays: the blob is still to be unpacked, and gc must leave it till then. */
+    close(d->fd);
+    d->fd = -1;
     return r;
+}
+
+void store_download_end(struct store_download *d)
+{
+    download_release(d);
 }
 
 void store_download_abort(struct store_download *d, bool keep_partial)
@@ -494,8 +500,9 @@ bool store_has_layer(const struct store *s, const char *digest)
     return has_entry(s, "layers", digest, S_IFDIR);
 }
 
-int store_layer_lock(struct store *s, const char *digest, bool exclusive, bool wait, int *ret_fd,
-                     struct errmsg *e)
+/* Locks locks/<layer name><suffix> with op. */
+static int layer_lock(struct store *s, const char *digest, const char *suffix, int op, int *ret_fd,
+                      struct errmsg *e)
 {
     char layer[STORE_LAYER_NAME_MAX], name[PATH_MAX];
     int r = store_layer_name(s, digest, layer);
@@ -503,13 +510,25 @@ int store_layer_lock(struct store *s, const char *digest, bool exclusive, bool w
         return errmsg_set(e, -EINVAL, "'%.80s' is not a valid digest", digest);
     if (r < 0)
         return errmsg_set(e, r, "layer %s: cannot compute its name: %s", digest, strerror(-r));
-    snprintf(name, sizeof(name), "%s.lock", layer);
-    r = store_lock(s, name, (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB), ret_fd);
+    snprintf(name, sizeof(name), "%s%s", layer, suffix);
+    r = store_lock(s, name, op, ret_fd);
     if (r == -EWOULDBLOCK)
         return errmsg_set(e, r, "layer %s is in use by another process", digest);
     if (r < 0)
         return errmsg_set(e, r, "cannot lock '%s/locks/%s': %s", s->root, name, strerror(-r));
     return 0;
+}
+
+int store_layer_lock(struct store *s, const char *digest, bool exclusive, bool wait, int *ret_fd,
+                     struct errmsg *e)
+{
+    return layer_lock(s, digest, ".lock", (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB),
+                      ret_fd, e);
+}
+
+int store_layer_make_lock(struct store *s, const char *digest, int *ret_fd, struct errmsg *e)
+{
+    return layer_lock(s, digest, STORE_MAKE_LOCK_SUFFIX, LOCK_EX, ret_fd, e);
 }
 
 int store_layer_tmpdir(struct store *s, const char *digest, char **ret, struct errmsg *e)
@@ -567,6 +586,15 @@ int store_gc_block(struct store *s, int *ret_fd, struct errmsg *e)
     int r = store_lock(s, STORE_GC_LOCK, LOCK_SH, ret_fd);
     if (r < 0)
         return errmsg_set(e, r, "cannot lock '%s/locks/%s': %s", s->root, STORE_GC_LOCK,
+                          strerror(-r));
+    return 0;
+}
+
+int store_pull_block(struct store *s, int *ret_fd, struct errmsg *e)
+{
+    int r = store_lock(s, STORE_PULLS_LOCK, LOCK_SH, ret_fd);
+    if (r < 0)
+        return errmsg_set(e, r, "cannot lock '%s/locks/%s': %s", s->root, STORE_PULLS_LOCK,
                           strerror(-r));
     return 0;
 }

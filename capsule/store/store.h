@@ -66,8 +66,8 @@ int store_node_view(const struct store *s, const char *origin, struct store **re
 /* Gives a node store a new key and renames every layer that an image record references to its
  * name under it, so that paths handed out before lead nowhere (a running container keeps its
  * mounts: they hold the inodes). Unreferenced layers keep their old names, which no digest has
- * any more: the next store_gc removes them. Runs under the gc lock: -EBUSY while a pull holds
- * store_gc_block(). The new key is written after the renames: on failure the renames are undone
+ * any more: the next store_gc removes them. Runs under the gc and pulls locks: -EBUSY while a
+ * pull holds store_pull_block(). The new key is written after the renames: on failure the renames are undone
  * and the old key stays; after a crash midway the layers renamed so far are orphans (unpacked
  * again when asked for, removed by gc). Returns the number of layers renamed, -EINVAL for a
  * per-user store, or -errno with a message. */
@@ -128,12 +128,16 @@ struct store_download {
     int lock_fd;
 };
 /* Starts (or resumes) the download of digest, waiting for another process that is downloading
- * it. Returns 1 if the blob is already complete in blobs/ (nothing to do, *ret untouched), 0 with
- * *ret ready, or a negative errno. */
+ * it. Returns 1 if the blob is already complete in blobs/ (nothing to download), 0 with *ret
+ * ready, or a negative errno. From 0 or 1 on, the blob's lock is the caller's and gc leaves the
+ * blob alone, also after the commit, until store_download_end (or abort). */
 int store_download_begin(struct store *s, const char *digest, struct store_download *ret,
                          struct errmsg *e);
-/* The caller has verified the content: fsyncs and renames it into blobs/. Releases *d. */
+/* The caller has verified the content: fsyncs and renames it into blobs/. Keeps the lock. */
 int store_download_commit(struct store *s, struct store_download *d, struct errmsg *e);
+/* Releases *d and its lock (once the blob is unpacked). Safe on a zeroed struct with fd and
+ * lock_fd -1. */
+void store_download_end(struct store_download *d);
 /* Gives up: keeps the partial file for a later resume if keep_partial (a network error), else
  * removes it (a digest mismatch: those bytes are bad). Releases *d. Safe on a zeroed struct
  * with fd and lock_fd -1. */
@@ -143,21 +147,25 @@ void store_download_abort(struct store_download *d, bool keep_partial);
 
 int store_layer_path(const struct store *s, const char *digest, char **ret);
 bool store_has_layer(const struct store *s, const char *digest);
-/* Takes the layer's lock: exclusive to create or delete it, shared to use it. wait=false fails
- * with -EWOULDBLOCK instead of waiting. Returns 0 and the lock's fd (close it to unlock). */
+/* Takes the layer's lock: shared to use it (a container, a pull until its record is saved),
+ * exclusive to delete it (gc, never waiting). wait=false fails with -EWOULDBLOCK instead of
+ * waiting. Returns 0 and the lock's fd (close it to unlock). */
 int store_layer_lock(struct store *s, const char *digest, bool exclusive, bool wait, int *ret_fd,
                      struct errmsg *e);
+/* The lock of whoever makes the layer (a lock of its own, so that a maker never waits for the
+ * users of a layer that is there): exclusive, waiting for another maker. */
+int store_layer_make_lock(struct store *s, const char *digest, int *ret_fd, struct errmsg *e);
 /* A fresh empty directory under tmp/ to unpack into (malloc'd path). */
 int store_layer_tmpdir(struct store *s, const char *digest, char **ret, struct errmsg *e);
 /* Moves a finished unpack into layers/. If the layer appeared meanwhile, tmpdir is removed and 0
- * returned. The caller holds the layer's lock exclusive. */
+ * returned. The caller holds the layer's make lock. */
 int store_layer_commit(struct store *s, const char *digest, const char *tmpdir, struct errmsg *e);
 
 /* Unpacks the layer blob digest (in blobs/) into layers/ (store_layer_tmpdir, unpack.h's
  * unpack_layer_bounded, or unpack_layer_shared in a node store, within max_unpacked bytes and
  * CAPSULE_UNPACK_RESERVE, store_layer_commit)
- * and drops the blob unless keep_blob. The caller holds the layer's lock exclusively (a pull, an
- * archive import). 0 or -errno with a message. */
+ * and drops the blob unless keep_blob. The caller holds the layer's make lock and the blob's
+ * (store_download_begin) (a pull, an archive import). 0 or -errno with a message. */
 int store_layer_unpack(struct store *s, const char *digest, uint64_t max_unpacked, bool keep_blob,
                        struct errmsg *e);
 
@@ -216,10 +224,15 @@ void store_scratch_remove(struct store *s, const char *dir, int lock_fd);
 
 /* ---- garbage collection ---- */
 
-/* Keeps gc away while a pull is between its first blob and its image record (whatever it
- * stored is referenced by nothing yet): takes the cache's gc lock shared, waiting for a gc that
- * runs. Returns 0 and an fd; closing it releases. */
+/* Keeps gc away while a pull writes its manifest, config and record (what it stored is
+ * referenced by nothing until the record is there; its layers meanwhile are held by their locks,
+ * its blobs by theirs): takes the cache's gc lock shared, waiting for a gc that runs. Returns 0
+ * and an fd; closing it releases. */
 int store_gc_block(struct store *s, int *ret_fd, struct errmsg *e);
+/* Held by a pull from start to end, so that a node store's rekey (which renames the layers whose
+ * names the pull has computed) never runs beside one: the pulls lock, shared, waiting for a
+ * rekey that runs. */
+int store_pull_block(struct store *s, int *ret_fd, struct errmsg *e);
 
 struct store_gc_stats {
     unsigned layers_removed, blobs_removed, layers_busy, tmp_removed, tmp_busy;
@@ -229,8 +242,9 @@ struct store_gc_stats {
  * layers that containers use, NULL-terminated, may be NULL), layers whose lock is held (skipped,
  * counted busy), and what killed pulls and runs left in tmp/: partial downloads, unfinished
  * unpacks and scratch directories whose lock is free (one whose lock is held is in use: kept,
- * counted in tmp_busy). No pull is live while gc runs (each holds store_gc_block()), so nothing
- * else in tmp/ is either. -EBUSY (nothing removed) while a store_gc_block() lock is held. Damaged
- * image records reference nothing. In a node store the names of the layers that stay are computed
+ * counted in tmp_busy). Blobs whose lock is held (a download, an unpack) stay. Pulls go on while
+ * gc runs: a pull's layers are held by their locks, its blobs by theirs, and the rest of tmp/ it
+ * writes only while it holds store_gc_block(), for which gc waits. Damaged image records
+ * reference nothing. In a node store the names of the layers that stay are computed
  * from the digests, and every other entry of layers/ named like a layer goes. */
 int store_gc(struct store *s, char *const *keep, struct store_gc_stats *ret, struct errmsg *e);

@@ -122,6 +122,46 @@ static void test_policies(void **state)
     assert_int_equal(c->pulls, 3);
 }
 
+/* An image from the node cache whose layers the service has since evicted: "missing" pulls it
+ * again (the service fetches it anew); "never" leaves it to the start to say so. */
+static void test_node_layers_gone(void **state)
+{
+    struct ctx *c = *state;
+    char layer[128], d[DIGEST_STRING_MAX];
+    snprintf(layer, sizeof(layer), "%s/node-layer", c->base);
+    assert_int_equal(mkdir(layer, 0755), 0);
+    const char *name = "registry.example/app:1";
+    digest_sha256(name, strlen(name), d);
+    char *layers[] = {d, NULL}, *paths[] = {layer, NULL};
+    struct image_record rec = {.name = (char *)name,
+                               .manifest_digest = d,
+                               .config_digest = CONFIG,
+                               .layers = layers,
+                               .n_layers = 1,
+                               .layer_paths = paths,
+                               .size = 1,
+                               .pulled_at = 1700000000};
+    struct errmsg e = {""};
+    assert_int_equal(store_image_save(c->s, &rec, &e), 0);
+    struct image_record r = {0};
+    assert_int_equal(launch_resolve_image(c->s, name, LAUNCH_PULL_MISSING, fake_pull, c, &r, &e),
+                     0);
+    assert_non_null(r.layer_paths);
+    image_record_done(&r);
+    assert_int_equal(c->pulls, 0);
+
+    assert_int_equal(rmdir(layer), 0);
+    assert_int_equal(launch_resolve_image(c->s, name, LAUNCH_PULL_NEVER, fake_pull, c, &r, &e), 0);
+    image_record_done(&r);
+    assert_int_equal(c->pulls, 0);
+    assert_int_equal(launch_resolve_image(c->s, name, LAUNCH_PULL_MISSING, fake_pull, c, &r, &e),
+                     0);
+    assert_int_equal(c->pulls, 1);
+    assert_string_equal(c->pulled, name);
+    assert_null(r.layer_paths); /* the fake pull's new record */
+    image_record_done(&r);
+}
+
 static void test_policy_names(void **state)
 {
     enum launch_pull_policy p;
@@ -138,6 +178,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_policies, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_layers_gone, setup, teardown),
         cmocka_unit_test(test_policy_names),
     };
     return test_run_cases(tests);

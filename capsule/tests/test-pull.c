@@ -1055,6 +1055,71 @@ static void test_pull_tampered_layer_leaves_nothing(void **state)
     free(name);
 }
 
+/* gc runs while a pull is between layers: it removes what nothing uses (an old stray layer) and
+ * nothing the pull has stored, and the pull ends with its record and every layer. */
+struct gc_meanwhile {
+    struct store *s;
+    const char *stray;
+    int runs;
+    struct store_gc_stats st;
+    bool stray_gone;
+};
+
+static void gc_on_done(void *userdata, size_t i, enum pull_layer_state state)
+{
+    struct gc_meanwhile *g = userdata;
+    if (state != PULL_LAYER_DONE || i != 0)
+        return;
+    struct errmsg e = {{0}};
+    if (store_gc(g->s, NULL, &g->st, &e) == 0)
+        g->runs++;
+    g->stray_gone = !store_has_layer(g->s, g->stray);
+}
+
+static void test_pull_gc_meanwhile(void **state)
+{
+    struct tctx *t = *state;
+    char md[DIGEST_STRING_MAX], ld[3][DIGEST_STRING_MAX], stray[DIGEST_STRING_MAX];
+    fake_image(t->f, "v1", pull_host_architecture(), 3, md, ld);
+    _cleanup_(store_freep) struct store *s = open_store(t);
+    /* A layer left by an image since removed. */
+    char tarbuf[4096];
+    size_t len = make_layer("old", "old\n", tarbuf, sizeof(tarbuf));
+    digest_sha256(tarbuf, len, stray);
+    struct errmsg e = {{0}};
+    assert_int_equal(store_blob_write(s, stray, tarbuf, len, &e), 0);
+    int make = -1;
+    assert_int_equal(store_layer_make_lock(s, stray, &make, &e), 0);
+    assert_int_equal(store_layer_unpack(s, stray, 0, false, &e), 0);
+    close(make);
+    assert_true(store_has_layer(s, stray));
+
+    struct gc_meanwhile g = {.s = s, .stray = stray};
+    struct pull_events ev = {.layer_state = gc_on_done, .userdata = &g};
+    struct pull_opts o = {.registry = t->o, .parallel = 1, .events = &ev};
+    struct image_record rec = {0};
+    int k = pull_image(s, &t->ref, &o, &rec, &e);
+    if (k < 0)
+        fail_msg("pull: %d %s", k, e.text);
+    assert_int_equal(g.runs, 1);
+    assert_true(g.stray_gone);
+    assert_int_equal(g.st.layers_removed, 1);
+    assert_int_equal(g.st.layers_busy, 1); /* the pull's first layer */
+    for (int i = 0; i < 3; i++)
+        assert_true(store_has_layer(s, ld[i]));
+    assert_true(store_has_blob(s, md));
+    assert_true(store_has_blob(s, rec.config_digest));
+    struct image_record loaded = {0};
+    assert_int_equal(store_image_load(s, rec.name, &loaded, &e), 0);
+    image_record_done(&loaded);
+    image_record_done(&rec);
+    /* And the next gc keeps it all: the record references it. */
+    assert_int_equal(store_gc(s, NULL, &g.st, &e), 0);
+    assert_int_equal(g.st.layers_removed, 0);
+    for (int i = 0; i < 3; i++)
+        assert_true(store_has_layer(s, ld[i]));
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1076,6 +1141,7 @@ int main(void)
         T(test_pull_image),
         T(test_pull_index_picks_platform),
         T(test_pull_tampered_layer_leaves_nothing),
+        T(test_pull_gc_meanwhile),
     };
 #undef T
     return test_run_cases(tests);

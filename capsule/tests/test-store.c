@@ -178,7 +178,13 @@ static void test_download_resume(void **state)
     assert_int_equal(store_download_commit(c->s, &dl, &e), 0);
     assert_true(store_has_blob(c->s, d));
     assert_false(exists(partial));
+    /* Held until the end, for the unpack: another process waits meanwhile. */
+    assert_true(dl.lock_fd >= 0);
+    store_download_end(&dl);
+    assert_int_equal(dl.lock_fd, -1);
     assert_int_equal(store_download_begin(c->s, d, &dl, &e), 1);
+    assert_true(dl.lock_fd >= 0);
+    store_download_end(&dl);
 
     /* A digest mismatch throws the bytes away. */
     char d2[DIGEST_STRING_MAX];
@@ -223,6 +229,7 @@ static void test_download_waits_for_other(void **state)
     struct store_download dl;
     struct errmsg e = {""};
     assert_int_equal(store_download_begin(c->s, d, &dl, &e), 1);
+    store_download_end(&dl);
     assert_int_equal(child_status(pid), 0);
 }
 
@@ -264,7 +271,7 @@ static int ensure_layer(struct store *s, const char *digest, const char *count_f
 {
     int lock = -1;
     struct errmsg e = {""};
-    int r = store_layer_lock(s, digest, true, true, &lock, &e);
+    int r = store_layer_make_lock(s, digest, &lock, &e);
     if (r < 0)
         return r;
     if (store_has_layer(s, digest)) {
@@ -652,7 +659,8 @@ static void test_gc(void **state)
 }
 
 /* gc removes what killed pulls left in tmp/ at once, whatever its age, and keeps only what a lock
- * says is in use; nothing while a pull holds the gc block. */
+ * says is in use: an unpack's directory, a blob a pull holds. It waits for a pull that saves its
+ * record (the gc block) instead of refusing. */
 static void test_gc_tmp_and_pull_block(void **state)
 {
     struct ctx *c = *state;
@@ -671,27 +679,54 @@ static void test_gc_tmp_and_pull_block(void **state)
     write_file(p4, "w");
     struct errmsg e = {""};
     int lock = -1;
-    assert_int_equal(store_layer_lock(c->s, d2, true, true, &lock, &e), 0);
+    assert_int_equal(store_layer_make_lock(c->s, d2, &lock, &e), 0);
+    /* A blob a pull has downloaded and not yet unpacked. */
+    char held[DIGEST_STRING_MAX];
+    sha("held", held);
+    assert_int_equal(store_blob_write(c->s, held, "held", 4, &e), 0);
+    struct store_download dl = {.fd = -1, .lock_fd = -1};
+    assert_int_equal(store_download_begin(c->s, held, &dl, &e), 1);
 
-    /* A pull between its first blob and its record keeps gc out entirely. */
-    int block = -1;
-    assert_int_equal(store_gc_block(c->s, &block, &e), 0);
+    /* Another process saves a record: gc waits for it. */
+    char saved[PATH_MAX];
+    snprintf(saved, sizeof(saved), "%s/saved", c->base);
+    int ready[2];
+    assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int block = -1;
+        if (store_gc_block(c->s, &block, NULL) < 0)
+            _exit(1);
+        (void)write(ready[1], "x", 1);
+        usleep(200 * 1000);
+        write_file(saved, "record");
+        _exit(0);
+    }
+    close(ready[1]);
+    char x;
+    assert_int_equal(read(ready[0], &x, 1), 1);
+    close(ready[0]);
     struct store_gc_stats st = {0};
-    assert_int_equal(store_gc(c->s, NULL, &st, &e), -EBUSY);
-    assert_true(exists(p1));
-    close(block);
-
     assert_int_equal(store_gc(c->s, NULL, &st, &e), 0);
+    assert_true(exists(saved));
+    assert_int_equal(child_status(pid), 0);
+
     assert_false(exists(p1));
     assert_true(exists(p2));  /* its unpack still runs */
     assert_false(exists(p3)); /* a second old or not: nobody holds it */
     assert_false(exists(p4));
+    assert_true(store_has_blob(c->s, held));
     assert_int_equal(st.tmp_removed, 3);
     assert_int_equal(st.tmp_busy, 1);
+    assert_int_equal(st.blobs_removed, 0);
     close(lock);
+    store_download_end(&dl);
     assert_int_equal(store_gc(c->s, NULL, &st, &e), 0);
     assert_false(exists(p2));
+    assert_false(store_has_blob(c->s, held));
     assert_int_equal(st.tmp_busy, 0);
+    assert_int_equal(st.blobs_removed, 1);
 }
 
 /* A run's scratch directory is private, survives gc while its run holds it, and goes with its
@@ -846,11 +881,15 @@ static void test_node_layer_names(void **state)
     read_key(c, key2);
     assert_memory_equal(key, key2, 32);
 
-    /* The name is what lock, tmpdir, commit and has_layer use. */
-    int lock = -1;
-    assert_int_equal(store_layer_lock(c->node, d, true, true, &lock, &e), 0);
+    /* The name is what the locks, tmpdir, commit and has_layer use. */
+    int lock = -1, use = -1;
+    assert_int_equal(store_layer_make_lock(c->node, d, &lock, &e), 0);
+    snprintf(want, sizeof(want), "%s/locks/%s.unpack.lock", c->node_root, name);
+    assert_true(exists(want));
+    assert_int_equal(store_layer_lock(c->node, d, false, false, &use, &e), 0);
     snprintf(want, sizeof(want), "%s/locks/%s.lock", c->node_root, name);
     assert_true(exists(want));
+    close(use);
     char *tmp = NULL;
     assert_int_equal(store_layer_tmpdir(c->node, d, &tmp, &e), 0);
     snprintf(want, sizeof(want), "%s/tmp/%s.", c->node_root, name);
@@ -1013,7 +1052,7 @@ static void test_node_layer_unpack(void **state)
     node_layer_blob(c, d);
     struct errmsg e = {""};
     int lock = -1;
-    assert_int_equal(store_layer_lock(c->node, d, true, true, &lock, &e), 0);
+    assert_int_equal(store_layer_make_lock(c->node, d, &lock, &e), 0);
     int r = store_layer_unpack(c->node, d, 0, false, &e);
     if (r == -EOPNOTSUPP)
         test_skip("no user xattrs on /tmp here");
@@ -1176,7 +1215,7 @@ static void test_node_rekey(void **state)
 
     struct errmsg e = {""};
     int block = -1;
-    assert_int_equal(store_gc_block(c->node, &block, &e), 0);
+    assert_int_equal(store_pull_block(c->node, &block, &e), 0);
     assert_int_equal(store_node_rekey(c->node, &e), -EBUSY);
     close(block);
     assert_int_equal(store_node_rekey(c->s, &e), -EINVAL);

@@ -332,7 +332,8 @@ class TokenServer:
     a token without access (the registry then refuses). Runs in a thread of the test process."""
 
     def __init__(self, workdir, users, issuer="capsule-test-issuer",
-                 service="capsule-test-registry", expires_in=300, acl=None):
+                 service="capsule-test-registry", expires_in=300, acl=None,
+                 registry_leeway=0):
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import rsa
@@ -343,6 +344,9 @@ class TokenServer:
         # them too); None: every authenticated user gets every scope asked for.
         self.acl = acl
         self.issuer, self.service, self.expires_in = issuer, service, expires_in
+        # docker-registry accepts a token until 60 s past its "exp" (clock skew): a test that
+        # needs tokens to die after expires_in seconds passes registry_leeway=60.
+        self.registry_leeway = registry_leeway
         self.requests = []  # (user or None, [scopes], status)
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "capsule test token signer")])
@@ -412,7 +416,7 @@ class TokenServer:
                 access.append({"type": kind, "name": name, "actions": actions.split(",")})
         now = int(time.time())
         claims = {"iss": self.issuer, "sub": user or "", "aud": self.service, "iat": now,
-                  "nbf": now - 10, "exp": now + self.expires_in, "jti": os.urandom(8).hex(),
+                  "nbf": now - 10, "exp": now + self.expires_in - self.registry_leeway, "jti": os.urandom(8).hex(),
                   "access": access}
         token = jwt.encode(claims, self.key_pem, algorithm="RS256", headers={"kid": self.kid})
         self.requests.append((user, scopes, 200))

@@ -430,14 +430,18 @@ def test_size_limit_evicts_what_no_container_runs(world):
     assert not any(os.path.exists(p) for p in multi_paths[1:])
     metrics = gntest.parse_metrics(gntest.scrape(world.node.port).text())
     assert metrics[("capsule_cached_evictions_total", ())] == 1
-    # ann's next start finds her image gone and says how to get it back.
-    r = ann.capsule("run", "--no-home", "--entrypoint", "true", multi)
+    # ann's next start finds her image gone; with --pull never it says how to get it back, and
+    # otherwise it asks the service for it again, as for an image never pulled.
+    r = ann.capsule("run", "--pull", "never", "--no-home", "--entrypoint", "true", multi)
     assert r.returncode != 0 and "no longer in the node cache" in r.stderr, r.stderr
+    r = ann.capsule("run", "--no-home", "--entrypoint", "cat", multi, "/etc/hello")
+    assert r.returncode == 0 and r.stdout == "changed\n", r.stderr + world.node.proc.tail()
+    assert all(os.path.isdir(p) for p in record(ann)["layer_paths"])
 
 
 def test_rekey_takes_every_path_back(world):
-    """After a new node key, no path handed out before leads anywhere: a user must pull again,
-    which asks the registry again. A container that runs meanwhile keeps its files."""
+    """After a new node key, no path handed out before leads anywhere: a user's next start pulls
+    again, which asks the registry again. A container that runs meanwhile keeps its files."""
     name = world.push("multi", "shared/multi:1")
     ann = world.home("ra", "alice")
     assert ann.capsule("pull", "-q", name).returncode == 0
@@ -453,13 +457,12 @@ def test_rekey_takes_every_path_back(world):
     assert r.returncode == 0 and "new key, 5 layers renamed" in r.stdout, r
     assert not any(os.path.exists(p) for p in old)
     assert run.wait(30) == 0 and run.log() == "changed\n", run.log()
-    r = ann.capsule("run", "--no-home", "--entrypoint", "true", name)
-    assert r.returncode != 0 and "no longer in the node cache" in r.stderr, r.stderr
-    assert ann.capsule("pull", "-q", name).returncode == 0
-    new = record(ann)["layer_paths"]
-    assert all(os.path.isdir(p) for p in new) and not set(new) & set(old)
+    before = len(world.ts.requests)
     r = ann.capsule("run", "--no-home", "--entrypoint", "cat", name, "/etc/hello")
     assert r.returncode == 0 and r.stdout == "changed\n", r.stderr
+    assert [q for q in world.ts.requests[before:] if q[0] == "alice"], world.ts.requests
+    new = record(ann)["layer_paths"]
+    assert all(os.path.isdir(p) for p in new) and not set(new) & set(old)
 
 
 def test_a_requester_who_leaves_does_not_cancel_the_others(world):
@@ -514,5 +517,74 @@ def test_one_user_many_pulls_at_once(world):
                                    if m == "GET" and "/blobs/" in p)
         config = world.images.manifest("multi")["config"]["digest"]
         assert len([p for p in gets if not p.endswith(config)]) == 5, gets
+    finally:
+        proxy.stop()
+
+
+def test_gc_runs_while_a_pull_downloads(world):
+    """An administrator's gc is not held up by a slow pull: it removes what no image uses while
+    the pull downloads, keeps everything the pull has stored, and the pull ends with a working
+    image."""
+    world.push("multi", "shared/multi:1")
+    stray = world.node.dir / "layers" / ("0" * 64)
+    cu.run(["mkdir", str(stray)], user=world.node.account, check=True)
+    proxy = cu.SlowProxy(world.reg.port, rate=128 * 1024)
+    try:
+        name = f"{proxy.host}/shared/multi:1"
+        ann = world.home("gw", "alice")
+        ann.write_credentials(f"machine {proxy.host} login alice password "
+                              f"{REGISTRY_USERS['alice']}\n")
+        pull = cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "pull", "-q", name]),
+                       world.workdir / "gw-pull.log", env=ann.env())
+        layers = world.node.dir / "layers"
+        # A layer is in place and the pull goes on: that layer has no record yet.
+        cu.wait_for(lambda: any(p.name != stray.name and not p.name.endswith(".lease")
+                                for p in layers.iterdir()), 120, "the pull's first layer")
+        assert pull.running(), pull.log()
+        admin = cu.Home(world.workdir / "admin")
+        admin.write_config(node_cache=str(world.node.socket))
+        r = admin.capsule("gc", "--node")
+        assert r.returncode == 0 and "removed 1 layer;" in r.stdout, r.stdout + r.stderr
+        assert not stray.exists()
+        assert pull.running(), "the pull ended before gc: make the proxy slower"
+        assert pull.wait(180) == 0, pull.log() + world.node.proc.tail()
+        r = ann.capsule("run", "--no-home", "--entrypoint", "cat", name, "/etc/hello")
+        assert r.returncode == 0 and r.stdout == "changed\n", r.stderr
+        # And the next gc keeps all of it: the record names it.
+        r = admin.capsule("gc", "--node")
+        assert r.returncode == 0 and "removed 0 layers;" in r.stdout, r.stdout
+    finally:
+        proxy.stop()
+
+
+def test_a_token_that_expires_mid_pull(world):
+    """Registries' bearer tokens often last 5 minutes and a large image takes longer: when the
+    registry stops taking the requester's token, capsule gets a new one and the service goes on
+    from where it was, fetching no layer twice."""
+    world.push("multi", "shared/multi:1")
+    world.ts.expires_in, world.ts.registry_leeway = 3, 60
+    world.node.config["parallel_downloads"] = "1"
+    world.node.stop()
+    world.node.start()
+    proxy = cu.SlowProxy(world.reg.port, rate=256 * 1024)
+    try:
+        name = f"{proxy.host}/shared/multi:1"
+        ann = world.home("te", "alice")
+        ann.write_credentials(f"machine {proxy.host} login alice password "
+                              f"{REGISTRY_USERS['alice']}\n")
+        before = len(world.ts.requests)
+        r = ann.capsule("pull", "-q", name, timeout=300)
+        assert r.returncode == 0, r.stderr + world.node.proc.tail()
+        log = world.node.proc.log()
+        assert "the token expired" in log, log
+        tokens = [q for q in world.ts.requests[before:] if q[0] == "alice" and q[2] == 200]
+        assert len(tokens) >= 2, world.ts.requests[before:]
+        # Each layer came once (the registry's log: requests it refused are not answered).
+        gets = world.blob_gets()
+        config = world.images.manifest("multi")["config"]["digest"]
+        layers = {d: n for d, n in gets.items() if d != config}
+        assert len(layers) == 5 and set(layers.values()) == {1}, gets
+        r = ann.capsule("run", "--no-home", "--entrypoint", "cat", name, "/etc/hello")
+        assert r.returncode == 0 and r.stdout == "changed\n", r.stderr
     finally:
         proxy.stop()
