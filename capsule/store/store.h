@@ -67,9 +67,9 @@ int store_node_view(const struct store *s, const char *origin, struct store **re
  * name under it, so that paths handed out before lead nowhere (a running container keeps its
  * mounts: they hold the inodes). Unreferenced layers keep their old names, which no digest has
  * any more: the next store_gc removes them. Runs under the gc and pulls locks: -EBUSY while a
- * pull holds store_pull_block(). The new key is written after the renames: on failure the renames are undone
- * and the old key stays; after a crash midway the layers renamed so far are orphans (unpacked
- * again when asked for, removed by gc). Returns the number of layers renamed, -EINVAL for a
+ * pull holds store_pull_block(). The new key is written after the renames: on failure the
+ * renames are undone and the old key stays; after a crash midway the layers renamed so far are
+ * orphans (unpacked again when asked for, removed by gc). Returns the number of layers renamed, -EINVAL for a
  * per-user store, or -errno with a message. */
 int store_node_rekey(struct store *s, struct errmsg *e);
 
