@@ -69,8 +69,8 @@ int store_node_view(const struct store *s, const char *origin, struct store **re
  * any more: the next store_gc removes them. Runs under the gc and pulls locks: -EBUSY while a
  * pull holds store_pull_block(). The new key is written after the renames: on failure the
  * renames are undone and the old key stays; after a crash midway the layers renamed so far are
- * orphans (unpacked again when asked for, removed by gc). Returns the number of layers renamed, -EINVAL for a
- * per-user store, or -errno with a message. */
+ * orphans (unpacked again when asked for, removed by gc). Returns the number of layers renamed,
+ * -EINVAL for a per-user store, or -errno with a message. */
 int store_node_rekey(struct store *s, struct errmsg *e);
 
 /* A node store's layer has a lease file beside it, "<layer>.lease" (0644, the service's). A
