@@ -146,8 +146,14 @@ class NodeBench:
         fake_build.mkdir(parents=True)
         shutil.copy2(self.cached_src, fake_build / "capsule-cached")
         os.environ["GPUNODE_BUILD"] = str(fake_build.parent)
+        # The bench's registry is a local plain-HTTP one, which the service takes only when its
+        # config lists it.
+        host = self.ref.split("/", 1)[0]
+        local = host.startswith(("127.0.0.1:", "localhost:", "[::1]:"))
+        config = {"insecure_registries": host} if local else {}
         try:
-            return cu.NodeCache(self.dir, self.users, extra_args=["--log-level", "info"])
+            return cu.NodeCache(self.dir, self.users, extra_args=["--log-level", "info"],
+                                config=config)
         except AssertionError as exc:  # wait_for's timeout and ProcessDied
             raise BenchError(f"capsule-cached did not start: {exc}") from None
 

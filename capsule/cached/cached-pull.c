@@ -63,7 +63,9 @@ static unsigned status_of(int r)
     case -EACCES:
         return 403;
     case -EKEYEXPIRED:
-        return 401; /* the requester asks again with a new token (node-client.c) */
+        return NODE_STATUS_EXPIRED;
+    case -EPROTO:
+        return NODE_STATUS_NOT_TAKEN;
     case -ENOENT:
         return 404;
     case -EFBIG:
@@ -116,6 +118,7 @@ static int pull_for(struct cached *c, struct store *view, const struct image_ref
     };
     const struct pull_opts o = {
         .registry = {.insecure = c->cfg->insecure,
+                     .loopback_needs_listing = true,
                      .ca_file = c->cfg->ca_file,
                      .authorization = auth},
         .parallel = c->cfg->parallel,
@@ -126,6 +129,17 @@ static int pull_for(struct cached *c, struct store *view, const struct image_ref
     };
     int r = pull_image(view, ref, &o, rec, e);
     free(tally.bytes);
+    /* Plain HTTP, or TLS the service cannot check: whoever answers on that address could vouch
+     * for any layer there, so the service shares nothing from it unless its administrator lists
+     * the address (insecure_registries, loopback ones too). */
+    if (r == -EPROTO) {
+        struct errmsg why = *e;
+        r = errmsg_set(e, r,
+                       "the node cache does not take images from %s (it reaches a registry over "
+                       "plain HTTP only where its administrator lists it in insecure_registries): "
+                       "%s",
+                       ref->registry, why.text);
+    }
     return r;
 }
 

@@ -25,7 +25,7 @@
  *   socket = PATH              the Unix socket (default /run/capsule/cache.sock, mode 0666)
  *   metrics = HOST:PORT        /metrics on TCP too (default none; the socket always has it)
  *   admin_group = NAME         who besides root may run gc (default none)
- *   insecure_registries = H H  hosts the service may reach over plain HTTP (loopback always)
+ *   insecure_registries = H H  hosts the service may reach over plain HTTP (loopback ones too)
  *   ca_file = PATH             extra CA bundle for registries
  *   parallel_downloads = N     layers fetched at once per request, 1..32 (default 4)
  *   max_layer_size = SIZE      as capsule.conf's (default 64G)

@@ -12,6 +12,7 @@
 
 #include "capsule/node/node-protocol.h"
 #include "lib/http-client.h"
+#include "lib/log.h"
 #include "lib/macro.h"
 #include "lib/strv.h"
 
@@ -115,15 +116,21 @@ int node_layer_source(void *userdata, struct registry *reg, const char *image_na
          * token often lives 5 minutes, a large image takes longer). Each round gets further:
          * what was fetched stays, downloads resume. A request of our own to the registry gets
          * the new token. */
-        if (status != 401 || round >= NODE_TOKEN_ROUNDS)
+        if (status != NODE_STATUS_EXPIRED || round >= NODE_TOKEN_ROUNDS)
             break;
         json_decref(answer);
         answer = NULL;
         if ((r = registry_check_blob(reg, m->config.digest, e)) < 0)
             return r;
     }
+    const char *why = json_string_value(json_object_get(answer, "error"));
+    /* A registry the service does not take (node-protocol.h): this user's own cache takes it. */
+    if (status == NODE_STATUS_NOT_TAKEN) {
+        log_warning("node cache: %s; pulling into your own cache", why ? why : "not taken");
+        json_decref(answer);
+        return 1;
+    }
     if (status != 200) {
-        const char *why = json_string_value(json_object_get(answer, "error"));
         r = errmsg_set(e,
                        status == 403 || status == 401 ? -EACCES
                        : status == 404                ? -ENOENT

@@ -7,6 +7,10 @@
  *                                                                 registry credentials)
  *     200 {"image": NAME, "manifest_digest": D, "config_digest": D,
  *          "layers": [{"digest": D, "path": "/var/cache/capsule/layers/HEX"}, …]}
+ *     401 {"error": …}  the registry stopped taking the token the service had: ask again with a
+ *                       new one (what was fetched stays)
+ *     421 {"error": …}  a registry the service does not take (plain HTTP its administrator has
+ *                       not listed, or TLS it cannot check): the requester pulls it alone
  *     4xx/5xx {"error": "what went wrong, naming the image or layer"}
  *   GET /v1/images  (everyone) [{"image", "size", "layers", "pulled_at", "last_used", "users"}, …]
  *   POST /v1/gc[?rekey]  (root and the admin group) {"removed_layers", "freed_bytes",
@@ -29,7 +33,9 @@
 #define NODE_IMAGES_PATH "/v1/images"
 #define NODE_GC_PATH     "/v1/gc"
 /* The largest authorization value accepted: registry tokens are JWTs of a few KiB. */
-#define NODE_AUTH_MAX (16u * 1024u)
+#define NODE_AUTH_MAX         (16u * 1024u)
+#define NODE_STATUS_EXPIRED   401
+#define NODE_STATUS_NOT_TAKEN 421
 
 /* Whether s is an authorization value the service may send as a header: "Bearer " or "Basic "
  * followed by printable ASCII without blanks, at most NODE_AUTH_MAX bytes. */

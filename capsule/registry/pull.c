@@ -445,9 +445,11 @@ int pull_image(struct store *s, const struct image_ref *ref, const struct pull_o
     r = holds ? fetch_config(s, reg, name, &m, o, &config, e)
               : errmsg_set(e, -ENOMEM, "out of memory");
     char **paths = NULL;
-    if (r >= 0 && o->layer_source)
-        r = o->layer_source(o->layer_source_userdata, reg, name, raw.digest, &m, &paths, e);
-    else if (r >= 0 && (r = check_layer_sizes(s, &m, o, e)) >= 0)
+    bool here = !o->layer_source;
+    if (r >= 0 && o->layer_source &&
+        (r = o->layer_source(o->layer_source_userdata, reg, name, raw.digest, &m, &paths, e)) > 0)
+        here = true; /* the node cache does not take this image: into the user's own store */
+    if (r >= 0 && here && (r = check_layer_sizes(s, &m, o, e)) >= 0)
         r = pull_layers(s, reg, &m, o, holds, e);
     if (r >= 0 && image_record_fill(name, raw.digest, &m, &rec) < 0)
         r = errmsg_set(e, -ENOMEM, "out of memory");

@@ -59,9 +59,11 @@ struct pull_opts {
      * pulled. */
     bool check_cached;
     /* Where the layers come from instead of this store: the node cache (capsule/node). Called
-     * once manifest and config are in the store, with the registry client holding the
+     * once manifest and config are fetched, with the registry client holding the
      * requester's credentials; answers each layer's directory (manifest order, NULL-terminated,
-     * malloc'd), which the image record then keeps. NULL: layers are pulled into the store. */
+     * malloc'd), which the image record then keeps; or 1 with a notice (the source does not
+     * take this image), and the layers are pulled into the store after all. NULL: layers are
+     * pulled into the store. */
     int (*layer_source)(void *userdata, struct registry *reg, const char *image_name,
                         const char *manifest_digest, const struct manifest *m, char ***ret_paths,
                         struct errmsg *e);

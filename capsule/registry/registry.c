@@ -71,8 +71,8 @@ int registry_open(const struct image_ref *ref, const struct registry_opts *o, st
     r->retries = o->retries ? o->retries : 4;
     r->connect_timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 15000;
     r->stall_timeout_s = o->stall_timeout_s > 0 ? o->stall_timeout_s : 60;
-    r->http_allowed = image_ref_is_loopback(ref->registry) || registry_host_listed(r, host) ||
-                      registry_host_listed(r, ref->registry);
+    r->http_allowed = (image_ref_is_loopback(ref->registry) && !o->loopback_needs_listing) ||
+                      registry_host_listed(r, host) || registry_host_listed(r, ref->registry);
     *ret = TAKE_PTR(r);
     return 0;
 }

@@ -26,7 +26,10 @@
 #include "capsule/image/ref.h"
 
 struct registry_opts {
-    char *const *insecure;  /* "host[:port]" allowed over HTTP; NULL-terminated or NULL */
+    char *const *insecure; /* "host[:port]" allowed over HTTP; NULL-terminated or NULL */
+    /* Plain HTTP only for the hosts in insecure, loopback ones too (the node cache's service:
+     * whoever can answer on a plain-HTTP address can vouch for any layer there). */
+    bool loopback_needs_listing;
     const char *netrc_path; /* credentials files (creds.h); NULL: none */
     const char *docker_config_path;
     unsigned retries;        /* extra attempts per request; 0 = default 4 */

@@ -597,6 +597,35 @@ static void test_basic_auth(void **state)
     registry_free(r);
 }
 
+/* The node cache's service sends the requester's own header: a 401 is a refusal, or, once the
+ * registry had taken that header, its expiry (the requester then asks again with a new one). */
+static void test_fixed_authorization(void **state)
+{
+    struct tctx *t = *state;
+    char blob[64], d[DIGEST_STRING_MAX];
+    fill(blob, sizeof(blob), 3);
+    fake_blob(t->f, blob, sizeof(blob), d);
+    fake_manifest(t->f, "v1", MANIFEST_JSON, MEDIA_OCI_MANIFEST, NULL);
+    t->f->auth = AUTH_BASIC;
+    t->f->user = "bob";
+    t->f->password = "pw";
+    struct registry_manifest m = {0};
+    struct errmsg e = {{0}};
+    t->o.authorization = "Authorization: Basic Ym9iOnB3"; /* bob:pw */
+    struct registry *r = open_reg(t);
+    assert_int_equal(registry_get_manifest(r, "v1", &m, &e), 0);
+    registry_manifest_done(&m);
+    t->f->password = "changed";
+    assert_int_equal(registry_check_blob(r, d, &e), -EKEYEXPIRED);
+    assert_non_null(strstr(e.text, "the token expired"));
+    registry_free(r);
+    /* Never taken: refused. */
+    r = open_reg(t);
+    assert_int_equal(registry_get_manifest(r, "v1", &m, &e), -EACCES);
+    assert_non_null(strstr(e.text, "with the requester's credentials"));
+    registry_free(r);
+}
+
 static void test_blob_resume_with_range(void **state)
 {
     struct tctx *t = *state;
@@ -781,6 +810,21 @@ static void test_plain_http_needs_config(void **state)
     registry_manifest_done(&m);
     registry_free(r);
     image_ref_done(&ref);
+
+    /* The node cache's service: a loopback registry too only when listed. */
+    t->o.insecure = NULL;
+    t->o.loopback_needs_listing = true;
+    unsigned before = t->f->manifest_requests;
+    assert_int_equal(registry_open(&t->ref, &t->o, &r, &e), 0);
+    assert_int_equal(registry_get_manifest(r, "v1", &m, &e), -EPROTO);
+    assert_int_equal(t->f->manifest_requests, before);
+    registry_free(r);
+    snprintf(host, sizeof(host), "%s", t->ref.registry);
+    t->o.insecure = insecure;
+    assert_int_equal(registry_open(&t->ref, &t->o, &r, &e), 0);
+    assert_int_equal(registry_get_manifest(r, "v1", &m, &e), 0);
+    registry_manifest_done(&m);
+    registry_free(r);
 }
 
 static void test_registry_down(void **state)
@@ -1128,6 +1172,7 @@ int main(void)
         T(test_bearer_token_cached_and_expiring),
         T(test_bearer_with_credentials),
         T(test_basic_auth),
+        T(test_fixed_authorization),
         T(test_blob_resume_with_range),
         T(test_blob_server_ignores_range),
         T(test_blob_short_bodies_resume),

@@ -184,15 +184,48 @@ class Home:
 # ---- the registry ----
 
 
-class Registry:
-    """docker-registry serving a filesystem store on 127.0.0.1:<free port>, plain HTTP, with
-    auth None, ("htpasswd", path) or ("token", TokenServer). Its log (level info) records every
-    request, so tests can count what capsule fetched."""
+def self_signed_cert(directory, ip="127.0.0.1"):
+    """A CA-less self-signed certificate for ip, and its key: (cert path, key path), the
+    certificate readable by all (whoever trusts it names it as their ca_file)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    import ipaddress
 
-    def __init__(self, workdir, auth=None):
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ip)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    directory = Path(directory)
+    cert_path, key_path = directory / "registry-cert.pem", directory / "registry-key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    cert_path.chmod(0o644)
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    key_path.chmod(0o600)
+    return cert_path, key_path
+
+
+class Registry:
+    """docker-registry serving a filesystem store on 127.0.0.1:<free port>, plain HTTP (or TLS
+    with tls=True: a self-signed certificate, self.cert_path), with auth None, ("htpasswd",
+    path) or ("token", TokenServer). Its log (level info) records every request, so tests can
+    count what capsule fetched."""
+
+    def __init__(self, workdir, auth=None, tls=False):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
+        self.cert_path = None
         self.root = self.workdir / "storage"
         cfg = {
             "version": 0.1,
@@ -202,6 +235,9 @@ class Registry:
             "http": {"addr": f"127.0.0.1:{self.port}",
                      "secret": "capsule-system-test"},
         }
+        if tls:
+            self.cert_path, key_path = self_signed_cert(self.workdir)
+            cfg["http"]["tls"] = {"certificate": str(self.cert_path), "key": str(key_path)}
         if auth and auth[0] == "htpasswd":
             cfg["auth"] = {"htpasswd": {"realm": "capsule-test", "path": str(auth[1])}}
         elif auth and auth[0] == "token":
@@ -215,11 +251,19 @@ class Registry:
                          self.workdir / "registry.log")
         wait_for(self._up, 30, f"docker-registry on port {self.port}")
 
+    def _connection(self, timeout):
+        if not self.cert_path:
+            return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        import ssl
+        return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout,
+                                           context=ssl.create_default_context(
+                                               cafile=str(self.cert_path)))
+
     def _up(self):
         if not self.proc.running():
             from gntest import ProcessDied
             raise ProcessDied(f"docker-registry exited:\n{self.proc.tail()}")
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+        conn = self._connection(2)
         try:
             conn.request("GET", "/v2/")
             return conn.getresponse().status in (200, 401)
@@ -246,7 +290,7 @@ class Registry:
 
     def manifest(self, name, reference, auth=None):
         """The manifest bytes and digest the registry serves (no-auth registries only)."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        conn = self._connection(10)
         headers = {"Accept": MANIFEST_ACCEPT}
         if auth:
             headers["Authorization"] = auth
@@ -270,7 +314,7 @@ class Registry:
         assert status == 201, (status, body)
 
     def _call(self, method, path, body=None, headers=None):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn = self._connection(60)
         try:
             conn.request(method, path, body=body, headers=headers or {})
             resp = conn.getresponse()
@@ -439,9 +483,11 @@ class TokenServer:
 class NodeCache:
     """capsule-cached as a test system account of its own (users.user("cache")), over a store in
     workdir/node (made by the service itself) and a socket beside it, with /metrics on a free
-    port. Its log is workdir/cached.log."""
+    port. Its log is workdir/cached.log. config: [cache] keys of its config file; the test
+    registries serve plain HTTP, which the service takes only from the hosts its
+    insecure_registries lists (trust_registries)."""
 
-    def __init__(self, workdir, users, extra_args=()):
+    def __init__(self, workdir, users, extra_args=(), config=None):
         self.workdir = Path(workdir)
         self.account = users.user("cache")
         self.account_name = users.name("cache")
@@ -462,7 +508,7 @@ class NodeCache:
         os.chown(parent, *self.account)
         self.dir = parent / "capsule"
         self.extra_args = list(extra_args)
-        self.config = {}  # [cache] keys of its config file, for the next start()
+        self.config = dict(config or {})  # [cache] keys of its config file, for the next start()
         self.proc = None
         self.start()
 
@@ -481,6 +527,13 @@ class NodeCache:
             from gntest import ProcessDied
             raise ProcessDied(f"capsule-cached exited:\n{self.proc.tail()}")
         return self.socket.exists()
+
+    def trust_registries(self, *hosts):
+        """Restarts the service with hosts added to its insecure_registries."""
+        listed = self.config.get("insecure_registries", "").split()
+        self.config["insecure_registries"] = " ".join(listed + list(hosts))
+        self.stop()
+        self.start()
 
     def kill(self):
         self.proc.popen.kill()

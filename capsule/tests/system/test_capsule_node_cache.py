@@ -29,7 +29,9 @@ def acl():
 def world(images, workdir, capsule_users, acl):
     ts = cu.TokenServer(workdir, REGISTRY_USERS, acl=acl)
     reg = cu.Registry(workdir / "registry", auth=("token", ts))
-    node = cu.NodeCache(workdir, capsule_users)
+    # The test registry serves plain HTTP: listing it is the administrator's word that nobody
+    # else answers on its address.
+    node = cu.NodeCache(workdir, capsule_users, config={"insecure_registries": reg.host})
     yield World(images, reg, ts, node, workdir, capsule_users)
     node.stop()
     assert node.proc.sanitizer_report() is None, node.proc.tail()
@@ -232,6 +234,8 @@ def test_a_registry_that_lies_gets_no_path(world):
     config = world.images.config("other")
     config["rootfs"]["diff_ids"] = config["rootfs"]["diff_ids"][-1:]
     hostile = HostileRegistry(config, private_layer, 1024)
+    # Even a registry the administrator trusts can vouch only for what it served.
+    world.node.trust_registries(hostile.host)
     try:
         r = ben.capsule("pull", "-q", f"{hostile.host}/evil:1")
         assert r.returncode != 0, r.stdout
@@ -406,7 +410,7 @@ def test_size_limit_evicts_what_no_container_runs(world):
     assert ann.capsule("pull", "-q", multi).returncode == 0
     limit = layer_bytes(ann)
     world.node.stop()
-    world.node.config = {"max_size": str(limit)}
+    world.node.config["max_size"] = str(limit)
     world.node.start()
     multi_paths = record(ann)["layer_paths"]
     # While ann's container runs on multi, it stays, though over the limit.
@@ -471,6 +475,7 @@ def test_a_requester_who_leaves_does_not_cancel_the_others(world):
     one download that was under way."""
     world.push("multi", "shared/multi:1")
     proxy = cu.SlowProxy(world.reg.port, rate=64 * 1024)
+    world.node.trust_registries(proxy.host)
     try:
         name = f"{proxy.host}/shared/multi:1"
         ann, ben = world.home("wa", "alice"), world.home("wb", "bob")
@@ -502,6 +507,7 @@ def test_one_user_many_pulls_at_once(world):
     lib/http-server's usual share of one user's connections; all of them get it."""
     world.push("multi", "shared/multi:1")
     proxy = cu.SlowProxy(world.reg.port, rate=512 * 1024)
+    world.node.trust_registries(proxy.host)
     try:
         name = f"{proxy.host}/shared/multi:1"
         ann = world.home("ma", "alice")
@@ -529,6 +535,7 @@ def test_gc_runs_while_a_pull_downloads(world):
     stray = world.node.dir / "layers" / ("0" * 64)
     cu.run(["mkdir", str(stray)], user=world.node.account, check=True)
     proxy = cu.SlowProxy(world.reg.port, rate=128 * 1024)
+    world.node.trust_registries(proxy.host)
     try:
         name = f"{proxy.host}/shared/multi:1"
         ann = world.home("gw", "alice")
@@ -564,9 +571,8 @@ def test_a_token_that_expires_mid_pull(world):
     world.push("multi", "shared/multi:1")
     world.ts.expires_in, world.ts.registry_leeway = 3, 60
     world.node.config["parallel_downloads"] = "1"
-    world.node.stop()
-    world.node.start()
     proxy = cu.SlowProxy(world.reg.port, rate=256 * 1024)
+    world.node.trust_registries(proxy.host)
     try:
         name = f"{proxy.host}/shared/multi:1"
         ann = world.home("te", "alice")
@@ -588,3 +594,69 @@ def test_a_token_that_expires_mid_pull(world):
         assert r.returncode == 0 and r.stdout == "changed\n", r.stderr
     finally:
         proxy.stop()
+
+
+def test_a_plain_http_registry_nobody_listed_is_pulled_alone(world):
+    """Whoever answers on a plain-HTTP address can say yes to any HEAD there: the service shares
+    nothing from a plain-HTTP registry its administrator has not listed, and each user's capsule
+    pulls such an image into its own cache, saying why."""
+    name = world.push("multi", "shared/multi:1")
+    world.node.config.pop("insecure_registries")
+    world.node.stop()
+    world.node.start()
+    ann, ben = world.home("ha", "alice"), world.home("hb", "bob")
+    for h in (ann, ben):
+        r = h.capsule("pull", "-q", name)
+        assert r.returncode == 0, r.stderr + world.node.proc.tail()
+        assert "node cache: the node cache does not take images from " + world.reg.host in \
+            r.stderr and "pulling into your own cache" in r.stderr, r.stderr
+        assert "layer_paths" not in record(h)
+        r = h.capsule("run", "--no-home", "--entrypoint", "cat", name, "/etc/hello")
+        assert r.returncode == 0 and r.stdout == "changed\n", r.stderr
+    # Nothing of it in the node cache; each user fetched each layer.
+    layers = world.node.dir / "layers"
+    assert not [p for p in layers.iterdir()], list(layers.iterdir())
+    config = world.images.manifest("multi")["config"]["digest"]
+    gets = {d: n for d, n in world.blob_gets().items() if d != config}
+    assert len(gets) == 5 and set(gets.values()) == {2}, gets
+
+
+def test_a_registry_over_tls_is_shared_without_listing(world):
+    """How registries are reached in production: TLS, here with a private CA that the service's
+    ca_file and the users' capsule.conf name. Nothing is listed, and the layers are shared; a
+    service that cannot check the registry's certificate takes nothing from it."""
+    tls = cu.Registry(world.workdir / "registry-tls", auth=("token", world.ts), tls=True)
+    try:
+        world.images.push("multi", tls.host, "shared/multi:1", creds=("alice", "wonderland"))
+        name = f"{tls.host}/shared/multi:1"
+        world.node.config["ca_file"] = str(tls.cert_path)
+        world.node.stop()
+        world.node.start()
+        homes = {"alice": world.home("sa", "alice"), "bob": world.home("sb", "bob"),
+                 "carol": world.home("sc", "alice")}
+        for role, h in homes.items():
+            user = "bob" if role == "bob" else "alice"
+            h.write_config(node_cache=str(world.node.socket), ca_file=str(tls.cert_path))
+            h.write_credentials(f"machine {tls.host} login {user} password "
+                                f"{REGISTRY_USERS[user]}\n")
+        for h in (homes["alice"], homes["bob"]):
+            r = h.capsule("pull", "-q", name)
+            assert r.returncode == 0 and "does not take" not in r.stderr, \
+                r.stderr + world.node.proc.tail()
+        paths = record(homes["alice"])["layer_paths"]
+        assert record(homes["bob"])["layer_paths"] == paths and len(paths) == 5
+        assert all(tls.blob_gets(d) == 1 for d in record(homes["alice"])["layers"]), \
+            tls.proc.log()
+        r = homes["bob"].capsule("run", "--no-home", "--entrypoint", "cat", name, "/etc/hello")
+        assert r.returncode == 0 and r.stdout == "changed\n", r.stderr
+        # Without the CA the service cannot tell the registry from anyone else on its address.
+        del world.node.config["ca_file"]
+        world.node.stop()
+        world.node.start()
+        r = homes["carol"].capsule("pull", "-q", name)
+        assert r.returncode == 0, r.stderr + world.node.proc.tail()
+        assert "node cache: the node cache does not take images from " + tls.host in r.stderr, \
+            r.stderr
+        assert "layer_paths" not in record(homes["carol"])
+    finally:
+        tls.stop()

@@ -396,7 +396,7 @@ def test_steps_run_on_the_node_cache(images, capsule_users):
     modes and deletions; a named container on them lives across the steps of a job; a running
     step holds its layers locked; without the service, what the user has still starts."""
     w = World(images, capsule_users)
-    node = cu.NodeCache(w.dir, capsule_users)
+    node = cu.NodeCache(w.dir, capsule_users, config={"insecure_registries": w.reg.host})
     try:
         image = f"{w.reg.host}/library/multi:1"
         layers = w.reg.image("library/multi", "1")[2]

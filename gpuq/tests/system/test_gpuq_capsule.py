@@ -52,7 +52,7 @@ def test_container_job_on_the_node_cache(gpuqd, workdir, users):
     lay.add_layer("base", [("etc", "dir", None, 0o755),
                            ("etc/job-note", "file", b"from the second layer\n", 0o600)])
     reg = cu.Registry(workdir / "registry")
-    node = cu.NodeCache(workdir, users)
+    node = cu.NodeCache(workdir, users, config={"insecure_registries": reg.host})
     try:
         lay.push("base", reg.host, "lab/tools:2")
         name = f"{reg.host}/lab/tools:2"
