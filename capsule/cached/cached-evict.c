@@ -88,6 +88,7 @@ static int evict_over(struct cached *c, struct candidate *v, size_t n, const cha
         int r = store_image_remove(c->store, v[i].rec->name, e);
         if (r < 0 && r != -ENOENT)
             return r;
+        cached_forget_use(c, v[i].rec->name);
         v[i].evicted = true;
         evicted++;
         log_info("evicted %s (last used %lld) to stay within max_size", v[i].rec->name,

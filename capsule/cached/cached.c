@@ -6,7 +6,6 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "capsule/node/node-protocol.h"
 #include "lib/log.h"
@@ -24,18 +23,17 @@ int cached_init(struct cached *c, const struct cached_config *cfg, struct errmsg
         return r;
     if (r == 1)
         log_warning("admin_group '%s' does not exist: only root may run gc", cfg->admin_group);
-    return store_open_node(cfg->dir, &c->store, e);
+    r = store_open_node(cfg->dir, &c->store, e);
+    if (r >= 0 && (r = cached_uses_load(c)) < 0)
+        errmsg_set(e, r, "out of memory");
+    return r;
 }
 
 void cached_done(struct cached *c)
 {
     store_free(c->store);
     roles_done(&c->roles);
-    for (size_t i = 0; i < c->n_uses; i++) {
-        free(c->uses[i].image);
-        free(c->uses[i].uids);
-    }
-    free(c->uses);
+    cached_uses_done(c);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->evict_lock);
     pthread_rwlock_destroy(&c->key_lock);
@@ -47,58 +45,6 @@ int cached_view(struct cached *c, const char *origin, struct store **ret, struct
     int r = store_node_view(c->store, origin, ret, e);
     pthread_rwlock_unlock(&c->key_lock);
     return r;
-}
-
-static struct cached_use *use_find(const struct cached *c, const char *image)
-{
-    for (size_t i = 0; i < c->n_uses; i++)
-        if (strcmp(c->uses[i].image, image) == 0)
-            return &c->uses[i];
-    return NULL;
-}
-
-static struct cached_use *use_add(struct cached *c, const char *image)
-{
-    struct cached_use *grown = realloc(c->uses, (c->n_uses + 1) * sizeof(*grown));
-    if (!grown)
-        return NULL;
-    c->uses = grown;
-    struct cached_use *u = &c->uses[c->n_uses];
-    *u = (struct cached_use){.image = strdup(image)};
-    if (!u->image)
-        return NULL;
-    c->n_uses++;
-    return u;
-}
-
-int64_t cached_last_use(struct cached *c, const struct image_record *r)
-{
-    pthread_mutex_lock(&c->lock);
-    const struct cached_use *u = use_find(c, r->name);
-    int64_t t = u && u->last_used > r->pulled_at ? u->last_used : r->pulled_at;
-    pthread_mutex_unlock(&c->lock);
-    return t;
-}
-
-void cached_note_use(struct cached *c, const char *image, uid_t uid)
-{
-    pthread_mutex_lock(&c->lock);
-    struct cached_use *u = use_find(c, image);
-    if (!u)
-        u = use_add(c, image);
-    if (u) {
-        u->last_used = (int64_t)time(NULL);
-        size_t i = 0;
-        while (i < u->n_uids && u->uids[i] != uid)
-            i++;
-        uid_t *grown = i == u->n_uids ? realloc(u->uids, (i + 1) * sizeof(*grown)) : NULL;
-        if (grown) {
-            grown[i] = uid;
-            u->uids = grown;
-            u->n_uids++;
-        }
-    }
-    pthread_mutex_unlock(&c->lock);
 }
 
 /* GET /v1/images: what is cached, for everyone. Names only and sizes: the node's users can see
@@ -114,17 +60,13 @@ static void list_images(struct cached *c, struct http_reply *reply)
         return;
     }
     json_t *list = json_array();
-    pthread_mutex_lock(&c->lock);
-    for (size_t i = 0; list && i < n; i++) {
-        const struct cached_use *u = use_find(c, recs[i].name);
+    for (size_t i = 0; list && i < n; i++)
         json_array_append_new(list, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "image",
                                               recs[i].name, "size", (json_int_t)recs[i].size,
                                               "layers", (json_int_t)recs[i].n_layers, "pulled_at",
                                               (json_int_t)recs[i].pulled_at, "last_used",
-                                              (json_int_t)(u ? u->last_used : recs[i].pulled_at),
-                                              "users", (json_int_t)(u ? u->n_uids : 0)));
-    }
-    pthread_mutex_unlock(&c->lock);
+                                              (json_int_t)cached_last_use(c, &recs[i]), "users",
+                                              (json_int_t)cached_users(c, recs[i].name)));
     for (size_t i = 0; i < n; i++)
         image_record_done(&recs[i]);
     free(recs);

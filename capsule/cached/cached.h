@@ -80,10 +80,18 @@ void cached_handle_metrics(const struct http_request *req, struct http_reply *re
 
 /* cached-pull.c: POST /v1/pull. */
 void cached_pull(struct cached *c, const struct http_request *req, struct http_reply *reply);
+/* cached-uses.c: who used which image, kept across restarts in the store's uses.json. Load at
+ * start (a damaged file is warned about and forgotten; -ENOMEM), done at the end. */
+int cached_uses_load(struct cached *c);
+void cached_uses_done(struct cached *c);
 /* Notes that uid used image now. */
 void cached_note_use(struct cached *c, const char *image, uid_t uid);
-/* When r was last used: asked for through the service since it started, else pulled. */
+/* Forgets an image's uses (it was evicted). */
+void cached_forget_use(struct cached *c, const char *image);
+/* When r was last used: asked for through the service, else pulled. */
 int64_t cached_last_use(struct cached *c, const struct image_record *r);
+/* How many users asked for image. */
+size_t cached_users(struct cached *c, const char *image);
 
 /* A view of the node store for registry origin, under key_lock. */
 int cached_view(struct cached *c, const char *origin, struct store **ret, struct errmsg *e);

@@ -127,6 +127,24 @@ static int node_key_write(struct store *s, const unsigned char key[STORE_NODE_KE
     return 0;
 }
 
+int store_node_state_write(struct store *s, const char *name, const char *data, size_t len,
+                           struct errmsg *e)
+{
+    if (!store_is_node(s) || strchr(name, '/'))
+        return errmsg_set(e, -EINVAL, "'%s' is no state file of a node cache", name);
+    _cleanup_close_ int block = -1;
+    int r = store_gc_block(s, &block, e);
+    return r < 0 ? r : store_write_atomic_mode(s, name, data, len, 0600, e);
+}
+
+int store_node_state_read(struct store *s, const char *name, size_t max, char **ret,
+                          size_t *ret_len)
+{
+    if (!store_is_node(s) || strchr(name, '/'))
+        return -EINVAL;
+    return store_read_file(s->root_fd, name, max, ret, ret_len);
+}
+
 int store_node_view(const struct store *s, const char *origin, struct store **ret, struct errmsg *e)
 {
     if (!s->layer_name)

@@ -72,6 +72,13 @@ int store_node_view(const struct store *s, const char *origin, struct store **re
  * orphans (unpacked again when asked for, removed by gc). Returns the number of layers renamed,
  * -EINVAL for a per-user store, or -errno with a message. */
 int store_node_rekey(struct store *s, struct errmsg *e);
+/* The service's own state, a file NAME (no '/') at a node store's root, 0600: written whole and
+ * atomically (under the gc block, so that gc leaves its temporary file alone), read whole (at most
+ * max bytes; -ENOENT when there is none, -EFBIG when larger). */
+int store_node_state_write(struct store *s, const char *name, const char *data, size_t len,
+                           struct errmsg *e);
+int store_node_state_read(struct store *s, const char *name, size_t max, char **ret,
+                          size_t *ret_len);
 
 /* A node store's layer has a lease file beside it, "<layer>.lease" (0644, the service's). A
  * container that runs on the layer holds a read lock on it (an open file description lock,

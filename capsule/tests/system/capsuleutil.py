@@ -526,7 +526,14 @@ class NodeCache:
         if not self.proc.running():
             from gntest import ProcessDied
             raise ProcessDied(f"capsule-cached exited:\n{self.proc.tail()}")
-        return self.socket.exists()
+        # A killed service's socket file stays: up is when it answers.
+        import socket
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            try:
+                s.connect(str(self.socket))
+            except OSError:
+                return False
+        return True
 
     def trust_registries(self, *hosts):
         """Restarts the service with hosts added to its insecure_registries."""

@@ -660,3 +660,31 @@ def test_a_registry_over_tls_is_shared_without_listing(world):
         assert "layer_paths" not in record(homes["carol"])
     finally:
         tls.stop()
+
+
+def test_who_used_an_image_survives_a_restart(world):
+    """`capsule images --node` counts an image's users and its last use; a restarted service
+    (an upgrade, a crash) still knows them, and a damaged record of them costs only that."""
+    name = world.push("multi", "shared/multi:1")
+    ann, ben = world.home("ua", "alice"), world.home("ub", "bob")
+    for h in (ann, ben):
+        assert h.capsule("pull", "-q", name).returncode == 0
+    status, before = world.node.api("GET", "/v1/images")
+    assert status == 200 and [i["users"] for i in before] == [2], before
+    world.node.kill()
+    world.node.start()
+    status, after = world.node.api("GET", "/v1/images")
+    assert after == before, (before, after)
+    uses = world.node.dir / "uses.json"
+    assert stat.S_IMODE(uses.stat().st_mode) == 0o600
+    world.node.stop()
+    cu.run(["sh", "-c", f"echo '{{\"x\": 1' > {uses}"], user=world.node.account, check=True)
+    world.node.start()
+    assert "uses.json is damaged" in world.node.proc.log(), world.node.proc.tail()
+    status, damaged = world.node.api("GET", "/v1/images")
+    assert [i["users"] for i in damaged] == [0], damaged
+    assert ann.capsule("pull", "-q", name).returncode == 0
+    status, again = world.node.api("GET", "/v1/images")
+    assert [i["users"] for i in again] == [1], again
+    r = ann.capsule("images", "--node")
+    assert r.returncode == 0 and r.stdout.splitlines()[1].split()[4] == "1", r.stdout

@@ -1,0 +1,189 @@
+/* Who used each cached image and when: for `capsule images --node` (last use, how many users)
+ * and least-recently-used eviction. Kept in memory and in the store's uses.json, rewritten after
+ * each change, so that a restarted service still knows: {"IMAGE": {"last_used": T, "uids": [..]}}.
+ * A damaged file costs only what it knew (a warning, and the pulls' own times stand in). */
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "capsule/cached/cached.h"
+#include "lib/log.h"
+#include "lib/macro.h"
+
+#define USES_FILE "uses.json"
+#define USES_MAX  (16u << 20)
+
+static struct cached_use *use_find(const struct cached *c, const char *image)
+{
+    for (size_t i = 0; i < c->n_uses; i++)
+        if (strcmp(c->uses[i].image, image) == 0)
+            return &c->uses[i];
+    return NULL;
+}
+
+static struct cached_use *use_add(struct cached *c, const char *image)
+{
+    struct cached_use *grown = realloc(c->uses, (c->n_uses + 1) * sizeof(*grown));
+    if (!grown)
+        return NULL;
+    c->uses = grown;
+    struct cached_use *u = &c->uses[c->n_uses];
+    *u = (struct cached_use){.image = strdup(image)};
+    if (!u->image)
+        return NULL;
+    c->n_uses++;
+    return u;
+}
+
+static bool use_add_uid(struct cached_use *u, uid_t uid)
+{
+    for (size_t i = 0; i < u->n_uids; i++)
+        if (u->uids[i] == uid)
+            return true;
+    uid_t *grown = realloc(u->uids, (u->n_uids + 1) * sizeof(*grown));
+    if (!grown)
+        return false;
+    grown[u->n_uids++] = uid;
+    u->uids = grown;
+    return true;
+}
+
+static json_t *uses_to_json(const struct cached *c)
+{
+    json_t *all = json_object();
+    for (size_t i = 0; all && i < c->n_uses; i++) {
+        const struct cached_use *u = &c->uses[i];
+        json_t *uids = json_array();
+        for (size_t k = 0; uids && k < u->n_uids; k++)
+            json_array_append_new(uids, json_integer((json_int_t)u->uids[k]));
+        json_t *one =
+            uids ? json_pack("{s:I, s:o}", "last_used", (json_int_t)u->last_used, "uids", uids)
+                 : NULL;
+        if (!one || json_object_set_new(all, u->image, one) < 0) {
+            json_decref(all);
+            return NULL;
+        }
+    }
+    return all;
+}
+
+/* Called with c->lock held. A failure is logged: the table in memory is still right. */
+static void uses_save_locked(struct cached *c)
+{
+    json_t *j = uses_to_json(c);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    struct errmsg e = {{0}};
+    if (!text)
+        log_warning("cannot record image uses: out of memory");
+    else if (store_node_state_write(c->store, USES_FILE, text, strlen(text), &e) < 0)
+        log_warning("cannot record image uses: %s", e.text);
+    free(text);
+}
+
+static int use_from_json(struct cached *c, const char *image, json_t *one)
+{
+    json_t *t = json_object_get(one, "last_used"), *uids = json_object_get(one, "uids");
+    if (!json_is_integer(t) || !json_is_array(uids))
+        return -EBADMSG;
+    struct cached_use *u = use_find(c, image);
+    if (!u && !(u = use_add(c, image)))
+        return -ENOMEM;
+    u->last_used = (int64_t)json_integer_value(t);
+    size_t i;
+    json_t *v;
+    json_array_foreach(uids, i, v)
+    {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > (json_int_t)(uid_t)-1)
+            return -EBADMSG;
+        if (!use_add_uid(u, (uid_t)json_integer_value(v)))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+int cached_uses_load(struct cached *c)
+{
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    int r = store_node_state_read(c->store, USES_FILE, USES_MAX, &text, &len);
+    if (r == -ENOENT)
+        return 0;
+    json_t *all = r >= 0 ? json_loadb(text, len, 0, NULL) : NULL;
+    if (r >= 0 && !json_is_object(all))
+        r = -EBADMSG;
+    const char *image;
+    json_t *one;
+    json_object_foreach(all, image, one)
+    {
+        if (r < 0)
+            break;
+        r = use_from_json(c, image, one);
+    }
+    json_decref(all);
+    if (r == -ENOMEM)
+        return r;
+    if (r < 0)
+        log_warning("%s/" USES_FILE " is damaged (%s): who used which image is forgotten",
+                    c->cfg->dir, strerror(-r));
+    return 0;
+}
+
+void cached_uses_done(struct cached *c)
+{
+    for (size_t i = 0; i < c->n_uses; i++) {
+        free(c->uses[i].image);
+        free(c->uses[i].uids);
+    }
+    free(c->uses);
+    c->uses = NULL;
+    c->n_uses = 0;
+}
+
+void cached_note_use(struct cached *c, const char *image, uid_t uid)
+{
+    pthread_mutex_lock(&c->lock);
+    struct cached_use *u = use_find(c, image);
+    if (!u)
+        u = use_add(c, image);
+    if (u) {
+        u->last_used = (int64_t)time(NULL);
+        (void)use_add_uid(u, uid);
+        uses_save_locked(c);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+void cached_forget_use(struct cached *c, const char *image)
+{
+    pthread_mutex_lock(&c->lock);
+    struct cached_use *u = use_find(c, image);
+    if (u) {
+        free(u->image);
+        free(u->uids);
+        *u = c->uses[--c->n_uses];
+        uses_save_locked(c);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+int64_t cached_last_use(struct cached *c, const struct image_record *r)
+{
+    pthread_mutex_lock(&c->lock);
+    const struct cached_use *u = use_find(c, r->name);
+    int64_t t = u && u->last_used > r->pulled_at ? u->last_used : r->pulled_at;
+    pthread_mutex_unlock(&c->lock);
+    return t;
+}
+
+size_t cached_users(struct cached *c, const char *image)
+{
+    pthread_mutex_lock(&c->lock);
+    const struct cached_use *u = use_find(c, image);
+    size_t n = u ? u->n_uids : 0;
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
