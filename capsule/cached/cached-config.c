@@ -45,7 +45,9 @@ static int take_values(struct config *f, struct cached_config *c, struct errmsg 
     if ((r = config_get_size(f, SECTION, "max_unpacked_size", c->max_unpacked_size,
                              &c->max_unpacked_size, e)) < 0)
         return r;
-    return config_get_size(f, SECTION, "max_size", c->max_size, &c->max_size, e);
+    if ((r = config_get_size(f, SECTION, "max_size", c->max_size, &c->max_size, e)) < 0)
+        return r;
+    return config_get_size(f, SECTION, "max_user_size", c->max_user_size, &c->max_user_size, e);
 }
 
 /* Paths must be absolute: the service starts from / with no home to expand against. */

@@ -17,6 +17,7 @@
 #include "capsule/registry/pull.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "lib/units.h"
 
 /* What one request's pull did, from its events (several download threads). */
 struct pull_tally {
@@ -65,6 +66,7 @@ static unsigned status_of(int r)
     case -EKEYEXPIRED:
         return NODE_STATUS_EXPIRED;
     case -EPROTO:
+    case -EDQUOT:
         return NODE_STATUS_NOT_TAKEN;
     case -ENOENT:
         return 404;
@@ -106,7 +108,21 @@ static int answer(struct store *view, const struct image_record *rec, json_t **r
     return r;
 }
 
-static int pull_for(struct cached *c, struct store *view, const struct image_ref *ref,
+/* With max_user_size: what is left of uid's share, for the pull to check before it fetches. */
+static int user_budget(struct cached *c, uid_t uid, struct pull_opts *o, struct errmsg *e)
+{
+    uint64_t used = 0, max = c->cfg->max_user_size;
+    if (!max)
+        return 0;
+    int r = cached_user_bytes(c, uid, &used, e);
+    if (r < 0)
+        return r;
+    o->fetch_budget_set = true;
+    o->fetch_budget = used < max ? max - used : 0;
+    return 0;
+}
+
+static int pull_for(struct cached *c, struct store *view, const struct image_ref *ref, uid_t uid,
                     const char *auth, struct image_record *rec, struct errmsg *e)
 {
     struct pull_tally tally = {.c = c};
@@ -116,7 +132,7 @@ static int pull_for(struct cached *c, struct store *view, const struct image_ref
         .layer_state = tally_state,
         .userdata = &tally,
     };
-    const struct pull_opts o = {
+    struct pull_opts o = {
         .registry = {.insecure = c->cfg->insecure,
                      .loopback_needs_listing = true,
                      .ca_file = c->cfg->ca_file,
@@ -127,7 +143,9 @@ static int pull_for(struct cached *c, struct store *view, const struct image_ref
         .max_unpacked_size = c->cfg->max_unpacked_size,
         .check_cached = true,
     };
-    int r = pull_image(view, ref, &o, rec, e);
+    int r = user_budget(c, uid, &o, e);
+    if (r >= 0)
+        r = pull_image(view, ref, &o, rec, e);
     free(tally.bytes);
     /* Plain HTTP, or TLS the service cannot check: whoever answers on that address could vouch
      * for any layer there, so the service shares nothing from it unless its administrator lists
@@ -139,6 +157,15 @@ static int pull_for(struct cached *c, struct store *view, const struct image_ref
                        "plain HTTP only where its administrator lists it in insecure_registries): "
                        "%s",
                        ref->registry, why.text);
+    }
+    if (r == -EDQUOT) {
+        struct errmsg why = *e;
+        char max[16];
+        r = errmsg_set(e, r,
+                       "the node cache does not take more images that only uid %u uses "
+                       "(max_user_size %s): %s",
+                       (unsigned)uid, units_format_bytes((int64_t)c->cfg->max_user_size, max),
+                       why.text);
     }
     return r;
 }
@@ -155,7 +182,7 @@ void cached_pull(struct cached *c, const struct http_request *req, struct http_r
     if (r >= 0)
         r = cached_view(c, ref.registry, &view, &e);
     if (r >= 0)
-        r = pull_for(c, view, &ref, auth, &rec, &e);
+        r = pull_for(c, view, &ref, req->peer.uid, auth, &rec, &e);
     if (auth) {
         explicit_bzero(auth, strlen(auth));
         free(auth);

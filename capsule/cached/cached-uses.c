@@ -179,6 +179,34 @@ int64_t cached_last_use(struct cached *c, const struct image_record *r)
     return t;
 }
 
+/* Whether uid is the image's only user. */
+static bool sole_user(struct cached *c, const char *image, uid_t uid)
+{
+    pthread_mutex_lock(&c->lock);
+    const struct cached_use *u = use_find(c, image);
+    bool sole = u && u->n_uids == 1 && u->uids[0] == uid;
+    pthread_mutex_unlock(&c->lock);
+    return sole;
+}
+
+int cached_user_bytes(struct cached *c, uid_t uid, uint64_t *ret, struct errmsg *e)
+{
+    struct image_record *recs = NULL;
+    size_t n = 0;
+    int r = store_image_list(c->store, &recs, &n, e);
+    if (r < 0)
+        return r;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (sole_user(c, recs[i].name, uid))
+            total += (uint64_t)recs[i].size;
+        image_record_done(&recs[i]);
+    }
+    free(recs);
+    *ret = total;
+    return 0;
+}
+
 size_t cached_users(struct cached *c, const char *image)
 {
     pthread_mutex_lock(&c->lock);

@@ -32,12 +32,16 @@
  *   max_unpacked_size = SIZE   as capsule.conf's (default 256G)
  *   max_size = SIZE            what the cached layers may hold (their files' bytes); past it
  *                              the least recently used images no container runs are evicted
+ *                              (default 0: no limit)
+ *   max_user_size = SIZE       what one user's images that nobody else uses may hold (their
+ *                              compressed size, as `capsule images --node` shows it); a pull
+ *                              that would fetch past it is left to the user's own cache
  *                              (default 0: no limit) */
 struct cached_config {
     char *dir, *socket, *metrics, *admin_group, *ca_file;
     char **insecure; /* NULL-terminated, never NULL */
     unsigned parallel;
-    uint64_t max_layer_size, max_unpacked_size, max_size;
+    uint64_t max_layer_size, max_unpacked_size, max_size, max_user_size;
 };
 /* Loads path (NULL: CACHED_CONFIG_PATH, which may be missing); errors name file:line. */
 int cached_config_load(const char *path, struct cached_config *ret, struct errmsg *e);
@@ -92,6 +96,8 @@ void cached_forget_use(struct cached *c, const char *image);
 int64_t cached_last_use(struct cached *c, const struct image_record *r);
 /* How many users asked for image. */
 size_t cached_users(struct cached *c, const char *image);
+/* The compressed bytes of the images that uid alone has asked for (max_user_size). */
+int cached_user_bytes(struct cached *c, uid_t uid, uint64_t *ret, struct errmsg *e);
 
 /* A view of the node store for registry origin, under key_lock. */
 int cached_view(struct cached *c, const char *origin, struct store **ret, struct errmsg *e);

@@ -322,6 +322,10 @@ static int check_layer_sizes(struct store *s, const struct manifest *m, const st
         if (!store_has_layer(s, d->digest))
             need += (uint64_t)d->size;
     }
+    if (o->fetch_budget_set && need > o->fetch_budget)
+        return errmsg_set(
+            e, -EDQUOT, "the layers to fetch declare %s, and the requester's share has %s left",
+            units_format_bytes((int64_t)need, a), units_format_bytes((int64_t)o->fetch_budget, b));
     struct statvfs v;
     if (statvfs(store_root(s), &v) < 0)
         return 0; /* no figure to check against: the download's own ENOSPC will tell */

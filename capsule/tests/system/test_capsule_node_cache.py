@@ -688,3 +688,34 @@ def test_who_used_an_image_survives_a_restart(world):
     assert [i["users"] for i in again] == [1], again
     r = ann.capsule("images", "--node")
     assert r.returncode == 0 and r.stdout.splitlines()[1].split()[4] == "1", r.stdout
+
+
+def test_a_users_share_of_the_node_cache(world):
+    """max_user_size bounds what one user's images that nobody else uses may hold: past it, that
+    user's next new image goes to their own cache, with a warning. An image others use too costs
+    its first user nothing."""
+    multi = world.push("multi", "shared/multi:1")
+    other = world.push("other", "shared/multi:other")  # shares multi's first layer
+    ann, ben = world.home("qa", "alice"), world.home("qb", "bob")
+    assert ann.capsule("pull", "-q", multi).returncode == 0
+    status, listed = world.node.api("GET", "/v1/images")
+    world.node.config["max_user_size"] = str(listed[0]["size"])  # multi alone fills ann's share
+    world.node.stop()
+    world.node.start()
+
+    def own(h, name):
+        return next(i for i in h.images_json() if i["name"] == name)
+
+    r = ann.capsule("pull", "-q", other)
+    assert r.returncode == 0, r.stderr
+    assert "node cache: the node cache does not take more images that only uid " \
+        f"{ann.owner[0]} uses (max_user_size" in r.stderr and \
+        "pulling into your own cache" in r.stderr, r.stderr
+    assert "layer_paths" not in own(ann, other)
+    # bob pulls multi too: it is no longer ann's alone, and her share is free again.
+    assert ben.capsule("pull", "-q", multi).returncode == 0
+    r = ann.capsule("pull", "-q", other)
+    assert r.returncode == 0 and "does not take" not in r.stderr, r.stderr
+    assert "layer_paths" in own(ann, other)
+    r = ann.capsule("run", "--no-home", "--entrypoint", "cat", other, "/etc/hello")
+    assert r.returncode == 0, r.stderr
