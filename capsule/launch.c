@@ -322,13 +322,23 @@ static int resolve_file(struct store *st, const char *path, launch_pull_fn pull,
 }
 
 /* A node cache's image whose layers are gone from it (evicted under max_size, or renamed by a
- * new key): the user's record leads nowhere, and the image must be asked for again. */
-static bool node_layers_gone(const struct image_record *r)
+ * new key): the user's record leads nowhere, and the image must be asked for again. Only when
+ * the user named it (as docker run pulls a tag it no longer has): an ID prefix names one image,
+ * which a pull of the name might not bring back. */
+static bool node_layers_gone(const char *arg, const struct image_record *r)
 {
-    for (size_t i = 0; r->layer_paths && r->layer_paths[i]; i++)
-        if (access(r->layer_paths[i], F_OK) < 0 && errno == ENOENT)
-            return true;
-    return false;
+    bool gone = false;
+    for (size_t i = 0; !gone && r->layer_paths && r->layer_paths[i]; i++)
+        gone = access(r->layer_paths[i], F_OK) < 0 && errno == ENOENT;
+    if (!gone)
+        return false;
+    struct image_ref ref = {0};
+    struct errmsg e;
+    _cleanup_free_ char *name = NULL;
+    bool named = image_ref_parse(arg, &ref, &e) >= 0 && image_ref_format(&ref, &name) >= 0 &&
+                 strcmp(name, r->name) == 0;
+    image_ref_done(&ref);
+    return named;
 }
 
 static int pull_and_load(struct store *st, const char *name, launch_pull_fn pull, void *userdata,
@@ -346,7 +356,7 @@ int launch_resolve_image(struct store *st, const char *arg, enum launch_pull_pol
     if (launch_is_image_file(arg))
         return resolve_file(st, arg, pull, userdata, ret, e);
     int r = policy == LAUNCH_PULL_ALWAYS ? -ENOENT : store_image_find(st, arg, ret, e);
-    if (r >= 0 && policy == LAUNCH_PULL_MISSING && node_layers_gone(ret)) {
+    if (r >= 0 && policy == LAUNCH_PULL_MISSING && node_layers_gone(arg, ret)) {
         _cleanup_free_ char *again = strdup(ret->name);
         image_record_done(ret);
         return again ? pull_and_load(st, again, pull, userdata, ret, e)

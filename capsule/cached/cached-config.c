@@ -84,6 +84,7 @@ static int apply_file(const char *path, bool required, struct cached_config *c, 
 int cached_config_load(const char *path, struct cached_config *ret, struct errmsg *e)
 {
     struct cached_config c = {
+        .path = strdup(path ? path : CACHED_CONFIG_PATH),
         .dir = strdup(CACHED_DIR_DEFAULT),
         .socket = strdup(CACHED_SOCKET_DEFAULT),
         .insecure = strv_new(),
@@ -91,7 +92,7 @@ int cached_config_load(const char *path, struct cached_config *ret, struct errms
         .max_layer_size = CAPSULE_LAYER_SIZE_DEFAULT,
         .max_unpacked_size = CAPSULE_UNPACKED_SIZE_DEFAULT,
     };
-    int r = c.dir && c.socket && c.insecure ? 0 : errmsg_set(e, -ENOMEM, "out of memory");
+    int r = c.path && c.dir && c.socket && c.insecure ? 0 : errmsg_set(e, -ENOMEM, "out of memory");
     if (r >= 0)
         r = apply_file(path ? path : CACHED_CONFIG_PATH, path != NULL, &c, e);
     if (r < 0) {
@@ -104,6 +105,7 @@ int cached_config_load(const char *path, struct cached_config *ret, struct errms
 
 void cached_config_done(struct cached_config *c)
 {
+    free(c->path);
     free(c->dir);
     free(c->socket);
     free(c->metrics);

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "capsule/cached/cached.h"
 #include "capsule/node/node-protocol.h"
@@ -82,9 +83,16 @@ static unsigned status_of(int r)
 }
 
 /* The answer: each layer's directory, its lease made (store_node_layer_hold). */
-static int answer(struct store *view, const struct image_record *rec, json_t **ret,
-                  struct errmsg *e)
+struct answer {
+    struct store *view;
+    json_t *json;
+};
+
+static int answer(void *userdata, const struct image_record *rec, struct errmsg *e)
 {
+    struct answer *a = userdata;
+    struct store *view = a->view;
+    json_t **ret = &a->json;
     json_t *layers = json_array();
     int r = layers ? 0 : -ENOMEM;
     for (size_t i = 0; r >= 0 && i < rec->n_layers; i++) {
@@ -122,7 +130,9 @@ static int user_budget(struct cached *c, uid_t uid, struct pull_opts *o, struct 
     return 0;
 }
 
-static int pull_for(struct cached *c, struct store *view, const struct image_ref *ref, uid_t uid,
+/* Pulls ref into view for uid with the requester's credentials; a->json is the answer, made
+ * while the pull still holds the layers. */
+static int pull_for(struct cached *c, struct answer *a, const struct image_ref *ref, uid_t uid,
                     const char *auth, struct image_record *rec, struct errmsg *e)
 {
     struct pull_tally tally = {.c = c};
@@ -135,6 +145,7 @@ static int pull_for(struct cached *c, struct store *view, const struct image_ref
     struct pull_opts o = {
         .registry = {.insecure = c->cfg->insecure,
                      .loopback_needs_listing = true,
+                     .config_name = c->cfg->path,
                      .ca_file = c->cfg->ca_file,
                      .authorization = auth},
         .parallel = c->cfg->parallel,
@@ -142,21 +153,20 @@ static int pull_for(struct cached *c, struct store *view, const struct image_ref
         .max_layer_size = c->cfg->max_layer_size,
         .max_unpacked_size = c->cfg->max_unpacked_size,
         .check_cached = true,
+        .saved = answer,
+        .saved_userdata = a,
     };
     int r = user_budget(c, uid, &o, e);
     if (r >= 0)
-        r = pull_image(view, ref, &o, rec, e);
+        r = pull_image(a->view, ref, &o, rec, e);
     free(tally.bytes);
     /* Plain HTTP, or TLS the service cannot check: whoever answers on that address could vouch
      * for any layer there, so the service shares nothing from it unless its administrator lists
      * the address (insecure_registries, loopback ones too). */
     if (r == -EPROTO) {
         struct errmsg why = *e;
-        r = errmsg_set(e, r,
-                       "the node cache does not take images from %s (it reaches a registry over "
-                       "plain HTTP only where its administrator lists it in insecure_registries): "
-                       "%s",
-                       ref->registry, why.text);
+        r = errmsg_set(e, r, "the node cache does not take images from %s: %s", ref->registry,
+                       why.text);
     }
     if (r == -EDQUOT) {
         struct errmsg why = *e;
@@ -176,20 +186,26 @@ void cached_pull(struct cached *c, const struct http_request *req, struct http_r
     struct image_ref ref = {0};
     char *auth = NULL;
     struct image_record rec = {0};
-    _cleanup_(store_freep) struct store *view = NULL;
+    struct answer a = {0};
     int r = node_pull_request_parse(req->body, req->body_len, &ref, &auth, &e);
+    /* From the view (whose names are under the current key) to the answer, no rekey: the pulls
+     * lock, which a rekey takes exclusively (store_node_rekey). */
+    int pulls = -1;
+    if (r >= 0)
+        r = store_pull_block(c->store, &pulls, &e);
     /* The registry's own layers: see store_node_view. */
     if (r >= 0)
-        r = cached_view(c, ref.registry, &view, &e);
+        r = cached_view(c, ref.registry, &a.view, &e);
     if (r >= 0)
-        r = pull_for(c, view, &ref, req->peer.uid, auth, &rec, &e);
+        r = pull_for(c, &a, &ref, req->peer.uid, auth, &rec, &e);
+    if (pulls >= 0)
+        close(pulls);
+    store_free(a.view);
     if (auth) {
         explicit_bzero(auth, strlen(auth));
         free(auth);
     }
-    json_t *j = NULL;
-    if (r >= 0)
-        r = answer(view, &rec, &j, &e);
+    json_t *j = a.json;
     if (r >= 0) {
         atomic_fetch_add(&c->stats.pulls_served, 1);
         cached_note_use(c, rec.name, req->peer.uid);
@@ -205,6 +221,7 @@ void cached_pull(struct cached *c, const struct http_request *req, struct http_r
         atomic_fetch_add(status < 500 ? &c->stats.pulls_refused : &c->stats.pulls_failed, 1);
         log_notice("uid %u: %s", (unsigned)req->peer.uid, e.text);
         http_reply_error(reply, status, "%s", e.text);
+        json_decref(j);
     }
     image_record_done(&rec);
     image_ref_done(&ref);

@@ -38,6 +38,7 @@
  *                              that would fetch past it is left to the user's own cache
  *                              (default 0: no limit) */
 struct cached_config {
+    char *path; /* the file, for messages (the default one's name also when it is missing) */
     char *dir, *socket, *metrics, *admin_group, *ca_file;
     char **insecure; /* NULL-terminated, never NULL */
     unsigned parallel;

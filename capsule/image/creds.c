@@ -29,7 +29,7 @@ enum match {
     MATCH_EXACT,
 };
 
-static void wipe_free(char *s)
+void creds_wipe_free(char *s)
 {
     if (s) {
         explicit_bzero(s, strlen(s));
@@ -39,7 +39,7 @@ static void wipe_free(char *s)
 
 static inline void wipe_freep(char **s)
 {
-    wipe_free(*s);
+    creds_wipe_free(*s);
 }
 #define _cleanup_wipe_ _cleanup_(wipe_freep)
 
@@ -47,8 +47,8 @@ void creds_done(struct creds *c)
 {
     if (!c)
         return;
-    wipe_free(c->user);
-    wipe_free(c->password);
+    creds_wipe_free(c->user);
+    creds_wipe_free(c->password);
     c->user = c->password = NULL;
 }
 

@@ -46,3 +46,6 @@ int creds_from_docker_config(const char *name, const char *text, size_t len, con
 
 /* Wipes and frees the strings; safe on a zeroed struct. */
 void creds_done(struct creds *c);
+/* Wipes a secret string (a password, a token, an Authorization header) and frees it; NULL is
+ * fine. */
+void creds_wipe_free(char *s);

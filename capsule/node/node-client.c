@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "capsule/image/creds.h"
 #include "capsule/node/node-protocol.h"
 #include "lib/http-client.h"
 #include "lib/log.h"
@@ -97,6 +98,19 @@ static int ask_with_token(const char *socket, struct registry *reg, const char *
     return 0;
 }
 
+/* Whether the registry client's credentials are still *last (then asking again is no use);
+ * *last becomes them. */
+static bool token_unchanged(struct registry *reg, char **last)
+{
+    char *now = NULL;
+    if (registry_authorization(reg, &now) < 0)
+        return true;
+    bool same = now && *last ? strcmp(now, *last) == 0 : now == *last;
+    creds_wipe_free(*last);
+    *last = now;
+    return same;
+}
+
 int node_layer_source(void *userdata, struct registry *reg, const char *image_name,
                       const char *manifest_digest, const struct manifest *m, char ***ret_paths,
                       struct errmsg *e)
@@ -108,20 +122,27 @@ int node_layer_source(void *userdata, struct registry *reg, const char *image_na
         return r;
     long status = 0;
     json_t *answer = NULL;
+    char *last = NULL;
+    (void)token_unchanged(reg, &last);
     for (unsigned round = 0;; round++) {
         r = ask_with_token(socket, reg, pinned, &status, &answer, e);
         if (r < 0)
-            return r;
+            break;
         /* 401: the registry stopped taking the token while the service downloaded (a bearer
          * token often lives 5 minutes, a large image takes longer). Each round gets further:
          * what was fetched stays, downloads resume. A request of our own to the registry gets
-         * the new token. */
+         * the new token; without a new one, asking again is no use. */
         if (status != NODE_STATUS_EXPIRED || round >= NODE_TOKEN_ROUNDS)
+            break;
+        if ((r = registry_check_blob(reg, m->config.digest, e)) < 0 || token_unchanged(reg, &last))
             break;
         json_decref(answer);
         answer = NULL;
-        if ((r = registry_check_blob(reg, m->config.digest, e)) < 0)
-            return r;
+    }
+    creds_wipe_free(last);
+    if (r < 0) {
+        json_decref(answer);
+        return r;
     }
     const char *why = json_string_value(json_object_get(answer, "error"));
     /* A registry the service does not take (node-protocol.h): this user's own cache takes it. */

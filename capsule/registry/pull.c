@@ -208,6 +208,11 @@ static int layer_make(struct pull_ctx *c, size_t i, struct errmsg *e)
     int r = store_download_begin(c->s, d->digest, &dl, e);
     if (r < 0)
         return r;
+    /* A blob already here is what a pull that did not finish fetched (from this registry: in a
+     * node store its name says so); like a layer, it counts for these credentials only once the
+     * registry vouches. */
+    if (r == 1 && c->o->check_cached && (r = registry_check_blob(c->reg, d->digest, e)) >= 0)
+        r = 1;
     if (r == 0) {
         struct layer_progress lp = {c, i};
         r = registry_get_blob(c->reg, d->digest, d->size, dl.fd, dl.offset, on_progress, &lp, e);
@@ -316,9 +321,10 @@ static int check_layer_sizes(struct store *s, const struct manifest *m, const st
         if (o->max_layer_size && (uint64_t)d->size > o->max_layer_size)
             return errmsg_set(e, -EFBIG,
                               "layer %zu of %zu (%s) declares %s, more than max_layer_size (%s) "
-                              "in capsule.conf allows",
+                              "in %s allows",
                               i + 1, m->n_layers, d->digest, units_format_binary(d->size, a),
-                              units_format_binary((int64_t)o->max_layer_size, b));
+                              units_format_binary((int64_t)o->max_layer_size, b),
+                              o->registry.config_name ? o->registry.config_name : "capsule.conf");
         if (!store_has_layer(s, d->digest))
             need += (uint64_t)d->size;
     }
@@ -460,6 +466,8 @@ int pull_image(struct store *s, const struct image_ref *ref, const struct pull_o
     rec.layer_paths = paths;
     if (r >= 0)
         r = save_record(s, &raw, config, &m, &rec, e);
+    if (r >= 0 && o->saved)
+        r = o->saved(o->saved_userdata, &rec, e);
     holds_close(holds, m.n_layers);
     manifest_done(&m);
     registry_manifest_done(&raw);

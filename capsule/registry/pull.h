@@ -73,6 +73,11 @@ struct pull_opts {
                         const char *manifest_digest, const struct manifest *m, char ***ret_paths,
                         struct errmsg *e);
     void *layer_source_userdata;
+    /* Called once the record is saved, while the pull still holds its layers' locks (gc and
+     * eviction leave them): the node cache's service hands their directories out there. A
+     * failure fails the pull (the record stays). NULL: nothing. */
+    int (*saved)(void *userdata, const struct image_record *rec, struct errmsg *e);
+    void *saved_userdata;
 };
 
 /* Pulls ref into s. Layers already in the store are neither fetched nor unpacked again. Before

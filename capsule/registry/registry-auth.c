@@ -15,23 +15,15 @@
 #define TOKEN_ANSWER_MAX (1024u * 1024u)
 #define TOKEN_TIMEOUT_MS (60L * 1000L)
 
-static void wipe_free(char *s)
-{
-    if (s) {
-        explicit_bzero(s, strlen(s));
-        free(s);
-    }
-}
-
 void registry_auth_done(struct registry *r)
 {
     creds_done(&r->creds);
-    wipe_free(r->basic_header);
-    wipe_free(r->fixed_header);
+    creds_wipe_free(r->basic_header);
+    creds_wipe_free(r->fixed_header);
     free(r->scope);
     for (size_t i = 0; i < r->n_tokens; i++) {
         free(r->tokens[i].scope);
-        wipe_free(r->tokens[i].header);
+        creds_wipe_free(r->tokens[i].header);
     }
     r->n_tokens = 0;
 }
@@ -266,7 +258,7 @@ static int token_store(struct registry *r, const char *scope, const struct auth_
         slot = 0; /* full of live tokens for other scopes: drop the oldest */
     if (slot < r->n_tokens) {
         free(r->tokens[slot].scope);
-        wipe_free(r->tokens[slot].header);
+        creds_wipe_free(r->tokens[slot].header);
     } else
         r->n_tokens++;
     r->tokens[slot] = nt;
@@ -347,7 +339,7 @@ static int basic_locked(struct registry *r, const char *what, struct errmsg *e)
     char *h;
     if (basic_header(&r->creds, &h) < 0)
         return errmsg_set(e, -ENOMEM, "out of memory");
-    wipe_free(r->basic_header);
+    creds_wipe_free(r->basic_header);
     r->basic_header = h;
     return 0;
 }

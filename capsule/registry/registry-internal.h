@@ -28,6 +28,7 @@ struct registry {
     char *user; /* enroot's USER@, or NULL */
     char *name; /* "registry/repository", for messages */
     char *netrc_path, *docker_config_path, *ca_file;
+    char *config_name; /* for messages: never NULL */
     char **insecure;
     unsigned retries;
     long connect_timeout_ms, stall_timeout_s;

@@ -60,6 +60,7 @@ int registry_open(const struct image_ref *ref, const struct registry_opts *o, st
     q |= strdup_or_null(o->netrc_path, &r->netrc_path);
     q |= strdup_or_null(o->docker_config_path, &r->docker_config_path);
     q |= strdup_or_null(o->ca_file, &r->ca_file);
+    q |= strdup_or_null(o->config_name ? o->config_name : "capsule.conf", &r->config_name);
     q |= strdup_or_null(o->authorization, &r->fixed_header);
     if (q < 0 || asprintf(&r->name, "%s/%s", ref->registry, ref->repository) < 0) {
         r->name = NULL;
@@ -90,6 +91,7 @@ void registry_free(struct registry *r)
     free(r->netrc_path);
     free(r->docker_config_path);
     free(r->ca_file);
+    free(r->config_name);
     free(r->base_url);
     strv_free(r->insecure);
     if (r->lock_init)
@@ -205,8 +207,8 @@ static int ping_attempt(struct registry *r, struct errmsg *e)
             return errmsg_set(e, -EPROTO,
                               "%s: TLS connection failed (%s); if this registry serves plain "
                               "HTTP and the network is trusted, add '%s' to "
-                              "insecure_registries in capsule.conf",
-                              r->api_host, tls_err.text, r->api_host);
+                              "insecure_registries in %s",
+                              r->api_host, tls_err.text, r->api_host, r->config_name);
         return errmsg_set(e, q, "cannot reach registry %s: %s", r->api_host, tls_err.text);
     }
     /* Docker's rule for insecure and loopback registries: HTTPS first, then plain HTTP. */

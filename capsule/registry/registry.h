@@ -30,6 +30,9 @@ struct registry_opts {
     /* Plain HTTP only for the hosts in insecure, loopback ones too (the node cache's service:
      * whoever can answer on a plain-HTTP address can vouch for any layer there). */
     bool loopback_needs_listing;
+    /* The file that messages tell to change (insecure_registries, max_layer_size); NULL:
+     * "capsule.conf". */
+    const char *config_name;
     const char *netrc_path; /* credentials files (creds.h); NULL: none */
     const char *docker_config_path;
     unsigned retries;        /* extra attempts per request; 0 = default 4 */

@@ -15,7 +15,7 @@ int store_layer_unpack(struct store *s, const char *digest, uint64_t max_unpacke
                        struct errmsg *e)
 {
     _cleanup_free_ char *blob = NULL, *tmp = NULL;
-    int r = store_blob_path(s, digest, &blob);
+    int r = store_layer_blob_path(s, digest, &blob);
     if (r < 0)
         return errmsg_set(e, r, "out of memory");
     _cleanup_close_ int fd = open(blob, O_RDONLY | O_CLOEXEC);
@@ -40,6 +40,6 @@ int store_layer_unpack(struct store *s, const char *digest, uint64_t max_unpacke
         return r;
     }
     if (!keep_blob)
-        store_blob_remove(s, digest);
+        store_layer_blob_remove(s, digest);
     return 0;
 }

@@ -271,11 +271,35 @@ int store_rel_path(const char *kind, const char *digest, char *buf, size_t size)
     return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
+/* A layer's blob as its download and unpack name it: blobs/ALGO/HEX in a per-user store; in a
+ * node store's view blobs/sha256/NAME, the layer's own name (keyed by its registry), so that
+ * bytes one registry served never count for another (a blob left by an unpack that failed, a
+ * partial download). */
+static int layer_blob_rel(const struct store *s, const char *digest, char *rel, size_t size)
+{
+    if (!s->layer_name)
+        return store_rel_path("blobs", digest, rel, size);
+    char name[STORE_LAYER_NAME_MAX];
+    int r = store_layer_name(s, digest, name);
+    if (r < 0)
+        return r;
+    return snprintf(rel, size, "blobs/sha256/%s", name) >= (int)size ? -ENAMETOOLONG : 0;
+}
+
+static int entry_rel(const struct store *s, const char *kind, const char *digest, char *rel,
+                     size_t size)
+{
+    if (strcmp(kind, "layers") == 0)
+        return store_layer_rel(s, digest, rel, size);
+    if (strcmp(kind, "layer-blobs") == 0)
+        return layer_blob_rel(s, digest, rel, size);
+    return store_rel_path(kind, digest, rel, size);
+}
+
 static int abs_path(const struct store *s, const char *kind, const char *digest, char **ret)
 {
     char rel[PATH_MAX];
-    int r = strcmp(kind, "layers") == 0 ? store_layer_rel(s, digest, rel, sizeof(rel))
-                                        : store_rel_path(kind, digest, rel, sizeof(rel));
+    int r = entry_rel(s, kind, digest, rel, sizeof(rel));
     if (r < 0)
         return r;
     char *p;
@@ -289,8 +313,7 @@ static bool has_entry(const struct store *s, const char *kind, const char *diges
 {
     char rel[PATH_MAX];
     struct stat st;
-    int r = strcmp(kind, "layers") == 0 ? store_layer_rel(s, digest, rel, sizeof(rel))
-                                        : store_rel_path(kind, digest, rel, sizeof(rel));
+    int r = entry_rel(s, kind, digest, rel, sizeof(rel));
     return r >= 0 && fstatat(s->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
            (st.st_mode & S_IFMT) == type;
 }
@@ -398,6 +421,27 @@ int store_blob_remove(struct store *s, const char *digest)
     return 0;
 }
 
+int store_layer_blob_path(const struct store *s, const char *digest, char **ret)
+{
+    return abs_path(s, "layer-blobs", digest, ret);
+}
+
+bool store_has_layer_blob(const struct store *s, const char *digest)
+{
+    return has_entry(s, "layer-blobs", digest, S_IFREG);
+}
+
+int store_layer_blob_remove(struct store *s, const char *digest)
+{
+    char rel[PATH_MAX];
+    int r = layer_blob_rel(s, digest, rel, sizeof(rel));
+    if (r < 0)
+        return r;
+    if (unlinkat(s->root_fd, rel, 0) < 0 && errno != ENOENT)
+        return negative_errno();
+    return 0;
+}
+
 /* ---- downloads ---- */
 
 static void download_release(struct store_download *d)
@@ -416,14 +460,17 @@ static void download_release(struct store_download *d)
 static int download_open(struct store *s, const char *digest, struct store_download *d,
                          struct errmsg *e)
 {
-    char name[PATH_MAX];
-    snprintf(name, sizeof(name), "%s" STORE_BLOB_LOCK_SUFFIX, digest_hex(digest));
-    int r = store_lock(s, name, LOCK_EX, &d->lock_fd);
+    char key[STORE_LAYER_NAME_MAX], name[PATH_MAX];
+    int r = store_layer_name(s, digest, key);
+    if (r < 0)
+        return errmsg_set(e, r, "layer %s: cannot compute its name: %s", digest, strerror(-r));
+    snprintf(name, sizeof(name), "%s" STORE_BLOB_LOCK_SUFFIX, key);
+    r = store_lock(s, name, LOCK_EX, &d->lock_fd);
     if (r < 0)
         return errmsg_set(e, r, "cannot lock '%s/locks/%s': %s", s->root, name, strerror(-r));
-    if (store_has_blob(s, digest))
+    if (store_has_layer_blob(s, digest))
         return 1; /* there already, or the process we waited for finished it */
-    if (asprintf(&d->partial_path, "%s/tmp/%s.partial", s->root, digest_hex(digest)) < 0 ||
+    if (asprintf(&d->partial_path, "%s/tmp/%s.partial", s->root, key) < 0 ||
         !(d->digest = strdup(digest)))
         return -ENOMEM;
     d->fd = open(d->partial_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
@@ -454,15 +501,14 @@ int store_download_begin(struct store *s, const char *digest, struct store_downl
 int store_download_commit(struct store *s, struct store_download *d, struct errmsg *e)
 {
     char rel[PATH_MAX], dir[PATH_MAX];
-    int r = store_rel_path("blobs", d->digest, rel, sizeof(rel));
+    int r = layer_blob_rel(s, d->digest, rel, sizeof(rel));
     if (r >= 0 && fsync(d->fd) < 0)
         r = errmsg_set(e, negative_errno(), "cannot write '%s': %m", d->partial_path);
     else if (r >= 0 && renameat(AT_FDCWD, d->partial_path, s->root_fd, rel) < 0)
         r = errmsg_set(e, negative_errno(), "cannot move '%s' into the cache: %m", d->partial_path);
     if (r >= 0) {
         /* The rename itself must survive a crash, or the blob is fetched again. */
-        snprintf(dir, sizeof(dir), "blobs/%.*s", (int)(strchr(d->digest, ':') - d->digest),
-                 d->digest);
+        snprintf(dir, sizeof(dir), "%.*s", (int)(strrchr(rel, '/') - rel), rel);
         int dfd = openat(s->root_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {
             (void)fsync(dfd);

@@ -126,7 +126,15 @@ int store_blob_write(struct store *s, const char *digest, const void *data, size
 /* Removes a blob if present (layer blobs are dropped once unpacked). */
 int store_blob_remove(struct store *s, const char *digest);
 
-/* A blob download in progress: tmp/<hex>.partial, locked exclusively for its writer. */
+/* A layer's blob, as downloads and unpacks name it: in blobs/ by digest in a per-user store; in
+ * a node store's view by the layer's own name (its registry is part of it), so that bytes one
+ * registry served are never taken for another's. */
+int store_layer_blob_path(const struct store *s, const char *digest, char **ret);
+bool store_has_layer_blob(const struct store *s, const char *digest);
+int store_layer_blob_remove(struct store *s, const char *digest);
+
+/* A layer blob's download in progress: tmp/<key>.partial (key: the digest's hex, or in a node
+ * store's view the layer's name), locked exclusively for its writer. */
 struct store_download {
     int fd;       /* open O_RDWR, positioned at offset (the end of what is already there) */
     off_t offset; /* bytes already present from an interrupted earlier download */

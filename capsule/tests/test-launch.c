@@ -154,6 +154,12 @@ static void test_node_layers_gone(void **state)
     assert_int_equal(launch_resolve_image(c->s, name, LAUNCH_PULL_NEVER, fake_pull, c, &r, &e), 0);
     image_record_done(&r);
     assert_int_equal(c->pulls, 0);
+    /* By ID, that one image: the start says it is gone rather than pull another. */
+    char id[16];
+    snprintf(id, sizeof(id), "%.12s", digest_hex(CONFIG));
+    assert_int_equal(launch_resolve_image(c->s, id, LAUNCH_PULL_MISSING, fake_pull, c, &r, &e), 0);
+    image_record_done(&r);
+    assert_int_equal(c->pulls, 0);
     assert_int_equal(launch_resolve_image(c->s, name, LAUNCH_PULL_MISSING, fake_pull, c, &r, &e),
                      0);
     assert_int_equal(c->pulls, 1);

@@ -1028,8 +1028,15 @@ static void node_layer_blob(struct ctx *c, char digest[DIGEST_STRING_MAX])
     close(fd);
     assert_true(n > 0 && n < (ssize_t)sizeof(buf));
     digest_sha256(buf, (size_t)n, digest);
+    /* As a download puts it: under the layer's name in a node store. */
     struct errmsg e = {""};
-    assert_int_equal(store_blob_write(c->node, digest, buf, (size_t)n, &e), 0);
+    struct store_download dl = {.fd = -1, .lock_fd = -1};
+    assert_int_equal(store_download_begin(c->node, digest, &dl, &e), 0);
+    assert_int_equal(write(dl.fd, buf, (size_t)n), n);
+    assert_int_equal(store_download_commit(c->node, &dl, &e), 0);
+    store_download_end(&dl);
+    assert_true(store_has_layer_blob(c->node, digest));
+    assert_false(store_has_blob(c->node, digest));
 }
 
 static const char *xattr_at(const char *dir, const char *rel)
@@ -1059,7 +1066,7 @@ static void test_node_layer_unpack(void **state)
     assert_int_equal(r, 0);
     close(lock);
     assert_true(store_has_layer(c->node, d));
-    assert_false(store_has_blob(c->node, d));
+    assert_false(store_has_layer_blob(c->node, d));
     char *dir = NULL;
     assert_int_equal(store_layer_path(c->node, d, &dir), 0);
     assert_dir_mode(dir, ".", S_IFDIR | 0755);
@@ -1090,6 +1097,48 @@ static struct store *x_io(struct ctx *c)
     if (store_node_view(c->node, "x.io", &v, &e) < 0)
         fail_msg("store_node_view: %s", e.text);
     return v;
+}
+
+/* A layer blob, downloaded in part or whole, is its registry's too: bytes x.io served (left by
+ * an unpack that failed, or a download cut short) are never what a pull from y.io finds, which
+ * downloads its own. gc removes them once nothing holds them. */
+static void test_node_blobs_per_registry(void **state)
+{
+    struct ctx *c = *state;
+    open_node(c);
+    struct store *x = x_io(c), *y = NULL;
+    struct errmsg e = {""};
+    assert_int_equal(store_node_view(c->node, "y.io", &y, &e), 0);
+    char d[DIGEST_STRING_MAX];
+    sha("private bytes", d);
+    struct store_download dx = {.fd = -1, .lock_fd = -1}, dy = dx;
+    assert_int_equal(store_download_begin(x, d, &dx, &e), 0);
+    assert_int_equal(write(dx.fd, "private", 7), 7);
+    char *partial_x = strdup(dx.partial_path);
+    store_download_abort(&dx, true); /* cut short: kept to resume */
+    /* y.io's download neither waits for x.io's lock nor resumes its bytes. */
+    assert_int_equal(store_download_begin(y, d, &dy, &e), 0);
+    assert_int_equal(dy.offset, 0);
+    assert_string_not_equal(dy.partial_path, partial_x);
+    store_download_abort(&dy, false);
+    /* x.io's resumes, and once whole it is x.io's alone. */
+    assert_int_equal(store_download_begin(x, d, &dx, &e), 0);
+    assert_int_equal(dx.offset, 7);
+    assert_int_equal(write(dx.fd, " bytes", 6), 6);
+    assert_int_equal(store_download_commit(x, &dx, &e), 0);
+    store_download_end(&dx);
+    assert_true(store_has_layer_blob(x, d));
+    assert_false(store_has_layer_blob(y, d));
+    assert_false(store_has_blob(c->node, d));
+    assert_int_equal(store_download_begin(y, d, &dy, &e), 0);
+    store_download_abort(&dy, false);
+    struct store_gc_stats st = {0};
+    assert_int_equal(store_gc(c->node, NULL, &st, &e), 0);
+    assert_int_equal(st.blobs_removed, 1);
+    assert_false(store_has_layer_blob(x, d));
+    free(partial_x);
+    store_free(x);
+    store_free(y);
 }
 
 /* One digest from two registries is two layers, each named HMAC(key, "REGISTRY\nDIGEST"): what
@@ -1279,6 +1328,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_node_key_race, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_bad_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_layer_unpack, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_blobs_per_registry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_gc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_rekey, setup, teardown),
     };

@@ -719,3 +719,43 @@ def test_a_users_share_of_the_node_cache(world):
     assert "layer_paths" in own(ann, other)
     r = ann.capsule("run", "--no-home", "--entrypoint", "cat", other, "/etc/hello")
     assert r.returncode == 0, r.stderr
+
+
+def test_bytes_one_registry_served_are_not_another_registrys(world):
+    """A service killed mid-unpack leaves a private layer's downloaded blob behind. A registry of
+    someone else's that lists that digest (here one the administrator even trusts) still has to
+    serve the bytes itself, and cannot: nothing of the private layer reaches its user."""
+    lay = cu.Layout(world.workdir / "oci-secret")
+    lay.new_image("big", cu.busybox_rootfs)
+    lay.add_layer("big", [("many", "dir", None, 0o755),
+                          ("many/secret", "file", b"TOPSECRET\n", 0o600)] +
+                  [(f"many/f{i:05d}", "file", b"%d\n" % i, 0o644) for i in range(20000)])
+    lay.push("big", world.reg.host, "private/secret:big", creds=("alice", "wonderland"))
+    ann, ben = world.home("ka", "alice"), world.home("kb", "bob")
+    pull = cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "pull", "-q",
+                                          f"{world.reg.host}/private/secret:big"]),
+                   world.workdir / "k-pull.log", env=ann.env())
+    tmp = world.node.dir / "tmp"
+    cu.wait_for(lambda: any(p.is_dir() and "." in p.name for p in tmp.iterdir()), 60,
+                "the private layer's unpack")
+    world.node.kill()
+    pull.wait(60)
+    assert os.listdir(world.node.dir / "blobs" / "sha256"), "no blob was left to try"
+    m = lay.manifest("big")
+    private = m["layers"][-1]
+    config = lay.config("big")
+    config["rootfs"]["diff_ids"] = config["rootfs"]["diff_ids"][-1:]
+    hostile = HostileRegistry(config, private["digest"], private["size"])
+    world.node.trust_registries(hostile.host)
+    try:
+        r = ben.capsule("pull", "-q", f"{hostile.host}/evil:1")
+        assert r.returncode != 0, (r.stderr, ben.images_json())
+        assert hostile.layer_gets >= 1, r.stderr + world.node.proc.tail()
+        assert ben.images_json() == []
+    finally:
+        hostile.stop()
+    # alice's own next pull finds her download and finishes it.
+    r = ann.capsule("pull", "-q", f"{world.reg.host}/private/secret:big")
+    assert r.returncode == 0, r.stderr + world.node.proc.tail()
+    path = record(ann)["layer_paths"][-1]
+    assert cu.run(["cat", f"{path}/many/secret"], user=ann.owner).stdout == "TOPSECRET\n"
