@@ -69,6 +69,8 @@ static unsigned status_of(int r)
     case -EPROTO:
     case -EDQUOT:
         return NODE_STATUS_NOT_TAKEN;
+    case -ECANCELED:
+        return NODE_STATUS_AGAIN;
     case -ENOENT:
         return 404;
     case -EFBIG:
@@ -145,6 +147,7 @@ static int pull_for(struct cached *c, struct answer *a, const struct image_ref *
     struct pull_opts o = {
         .registry = {.insecure = c->cfg->insecure,
                      .loopback_needs_listing = true,
+                     .cancel = &c->rekeying,
                      .config_name = c->cfg->path,
                      .ca_file = c->cfg->ca_file,
                      .authorization = auth},
@@ -168,6 +171,8 @@ static int pull_for(struct cached *c, struct answer *a, const struct image_ref *
         r = errmsg_set(e, r, "the node cache does not take images from %s: %s", ref->registry,
                        why.text);
     }
+    if (r == -ECANCELED)
+        r = errmsg_set(e, r, "the node cache is changing its key; ask again");
     if (r == -EDQUOT) {
         struct errmsg why = *e;
         char max[16];
@@ -188,18 +193,20 @@ void cached_pull(struct cached *c, const struct http_request *req, struct http_r
     struct image_record rec = {0};
     struct answer a = {0};
     int r = node_pull_request_parse(req->body, req->body_len, &ref, &auth, &e);
-    /* From the view (whose names are under the current key) to the answer, no rekey: the pulls
-     * lock, which a rekey takes exclusively (store_node_rekey). */
+    /* From the view (whose names are under the current key) to the answer, no rekey: the key
+     * lock, and the store's pulls lock (store_node_rekey takes it exclusively). */
     int pulls = -1;
+    pthread_rwlock_rdlock(&c->key_lock);
     if (r >= 0)
         r = store_pull_block(c->store, &pulls, &e);
     /* The registry's own layers: see store_node_view. */
     if (r >= 0)
-        r = cached_view(c, ref.registry, &a.view, &e);
+        r = store_node_view(c->store, ref.registry, &a.view, &e);
     if (r >= 0)
         r = pull_for(c, &a, &ref, req->peer.uid, auth, &rec, &e);
     if (pulls >= 0)
         close(pulls);
+    pthread_rwlock_unlock(&c->key_lock);
     store_free(a.view);
     if (auth) {
         explicit_bzero(auth, strlen(auth));

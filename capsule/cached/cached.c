@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "capsule/node/node-protocol.h"
 #include "lib/log.h"
@@ -17,7 +18,12 @@ int cached_init(struct cached *c, const struct cached_config *cfg, struct errmsg
     *c = (struct cached){.cfg = cfg};
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->evict_lock, NULL);
-    pthread_rwlock_init(&c->key_lock, NULL);
+    /* Writers first: a rekey waiting for the pulls under way holds new ones off. */
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&c->key_lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
     int r = roles_init(&c->roles, cfg->admin_group, e);
     if (r < 0)
         return r;
@@ -73,6 +79,28 @@ static void list_images(struct cached *c, struct http_reply *reply)
     http_reply_json(reply, 200, list);
 }
 
+/* A new node key. Pulls under way are cancelled (their requesters ask again: 503) and new ones
+ * wait, so that no pull computes a name under the old key after it; a pull that does not stop
+ * within REKEY_WAIT_S (blocked on a registry that sends nothing) makes it a 409. */
+#define REKEY_WAIT_S 90
+
+static int rekey(struct cached *c, struct errmsg *e)
+{
+    atomic_store(&c->rekeying, true);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += REKEY_WAIT_S;
+    int r = -pthread_rwlock_timedwrlock(&c->key_lock, &until);
+    if (r == 0) {
+        r = store_node_rekey(c->store, e);
+        pthread_rwlock_unlock(&c->key_lock);
+    } else
+        r = errmsg_set(e, -EBUSY, "pulls under way did not stop within %d s; rekey again",
+                       REKEY_WAIT_S);
+    atomic_store(&c->rekeying, false);
+    return r;
+}
+
 /* POST /v1/gc: root and the admin group. */
 static void run_gc(struct cached *c, const struct http_request *req, struct http_reply *reply)
 {
@@ -88,9 +116,7 @@ static void run_gc(struct cached *c, const struct http_request *req, struct http
     int renamed = 0, r = 0;
     /* A new key first: the old names then belong to nothing, and this gc removes them. */
     if (http_request_query(req, "rekey")) {
-        pthread_rwlock_wrlock(&c->key_lock);
-        r = renamed = store_node_rekey(c->store, &e);
-        pthread_rwlock_unlock(&c->key_lock);
+        r = renamed = rekey(c, &e);
         if (r >= 0)
             log_notice("new node key by uid %u: %d layers renamed", (unsigned)req->peer.uid,
                        renamed);

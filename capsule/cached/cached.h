@@ -68,9 +68,11 @@ struct cached {
     struct cached_stats stats;
     pthread_mutex_t lock;       /* guards uses */
     pthread_mutex_t evict_lock; /* one eviction at a time */
-    /* Views of the store (store_node_view) copy its key: taken shared to make one, exclusively
-     * to change the key (gc --rekey). */
+    /* Views of the store (store_node_view) copy its key: taken shared by a pull from its view to
+     * its answer, and to make any other view; exclusively to change the key (gc --rekey), which
+     * new pulls then wait for (writers first) while pulls under way are cancelled (rekeying). */
     pthread_rwlock_t key_lock;
+    atomic_bool rekeying;
     struct cached_use *uses;
     size_t n_uses;
 };

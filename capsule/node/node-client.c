@@ -61,7 +61,7 @@ static json_t *pull_request(struct registry *reg, const char *pinned)
 
 /* One pull request, again while the service closes the connection at once: it does that when this
  * user already holds its share of connections (a job array's tasks pulling at once), and when it
- * died and is being restarted. */
+ * died and is being restarted; and again after a 503, while it makes way for a new key. */
 static int ask_pull(const char *socket, json_t *body, long *status, json_t **answer,
                     struct errmsg *e)
 {
@@ -70,8 +70,13 @@ static int ask_pull(const char *socket, json_t *body, long *status, json_t **ans
         /* No time limit: the service may be fetching twenty gigabytes for us and for others. */
         int r = http_request_json("POST", "http://localhost" NODE_PULL_PATH, socket, body, 0,
                                   status, answer, e);
-        if (r != -ECONNRESET || waited >= NODE_RETRY_MS)
+        bool again = r == -ECONNRESET || (r >= 0 && *status == NODE_STATUS_AGAIN);
+        if (!again || waited >= NODE_RETRY_MS)
             return r;
+        if (r >= 0) {
+            json_decref(*answer);
+            *answer = NULL;
+        }
         struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
         if (delay_ms < 4000)

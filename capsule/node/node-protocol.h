@@ -11,6 +11,7 @@
  *                       new one (what was fetched stays)
  *     421 {"error": …}  a registry the service does not take (plain HTTP its administrator has
  *                       not listed, or TLS it cannot check): the requester pulls it alone
+ *     503 {"error": …}  the service makes way for a new key: ask again
  *     4xx/5xx {"error": "what went wrong, naming the image or layer"}
  *   GET /v1/images  (everyone) [{"image", "size", "layers", "pulled_at", "last_used", "users"}, …]
  *   POST /v1/gc[?rekey]  (root and the admin group) {"removed_layers", "freed_bytes",
@@ -36,6 +37,7 @@
 #define NODE_AUTH_MAX         (16u * 1024u)
 #define NODE_STATUS_EXPIRED   401
 #define NODE_STATUS_NOT_TAKEN 421
+#define NODE_STATUS_AGAIN     503
 
 /* Whether s is an authorization value the service may send as a header: "Bearer " or "Basic "
  * followed by printable ASCII without blanks, at most NODE_AUTH_MAX bytes. */

@@ -34,6 +34,7 @@ struct registry {
     long connect_timeout_ms, stall_timeout_s;
     bool http_allowed;
     atomic_bool cancelled;
+    const atomic_bool *cancel; /* registry_opts.cancel */
     /* The registry has answered 2xx to fixed_header: a later 401 means it expired. */
     atomic_bool fixed_accepted;
 
@@ -92,3 +93,9 @@ int registry_authorize(struct registry *r, const char *what, const struct http_r
                        unsigned sent_gen, struct errmsg *e);
 /* -EACCES with a message saying whether credentials were found (where) or rejected. */
 int registry_access_denied(struct registry *r, const char *what, long status, struct errmsg *e);
+
+/* Whether registry_cancel() or the caller's flag (registry_opts.cancel) asked to stop. */
+static inline bool registry_cancelled(const struct registry *r)
+{
+    return atomic_load(&r->cancelled) || (r->cancel && atomic_load(r->cancel));
+}

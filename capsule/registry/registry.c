@@ -60,6 +60,7 @@ int registry_open(const struct image_ref *ref, const struct registry_opts *o, st
     q |= strdup_or_null(o->netrc_path, &r->netrc_path);
     q |= strdup_or_null(o->docker_config_path, &r->docker_config_path);
     q |= strdup_or_null(o->ca_file, &r->ca_file);
+    r->cancel = o->cancel;
     q |= strdup_or_null(o->config_name ? o->config_name : "capsule.conf", &r->config_name);
     q |= strdup_or_null(o->authorization, &r->fixed_header);
     if (q < 0 || asprintf(&r->name, "%s/%s", ref->registry, ref->repository) < 0) {
@@ -149,11 +150,11 @@ int registry_backoff(struct registry *r, unsigned attempt, const struct http_res
             ms = (s > 60 ? 60 : s) * 1000L;
     }
     for (long slept = 0; slept < ms; slept += 50) {
-        if (atomic_load(&r->cancelled))
+        if (registry_cancelled(r))
             return -ECANCELED;
         usleep(50 * 1000);
     }
-    return atomic_load(&r->cancelled) ? -ECANCELED : 0;
+    return registry_cancelled(r) ? -ECANCELED : 0;
 }
 
 /* ---- transport: HTTPS, or plain HTTP where allowed ---- */
@@ -248,7 +249,7 @@ int registry_ensure_base(struct registry *r, struct errmsg *e)
 int registry_attempt(struct registry *r, const struct reg_request *q, struct http_response *resp,
                      unsigned *ret_auth_gen, struct errmsg *e)
 {
-    if (atomic_load(&r->cancelled))
+    if (registry_cancelled(r))
         return errmsg_set(e, -ECANCELED, "cancelled");
     int k = registry_ensure_base(r, e);
     if (k < 0)
@@ -627,7 +628,7 @@ static int blob_flush_stage(struct blob_fetch *f)
 static int blob_sink(const void *data, size_t len, void *userdata)
 {
     struct blob_fetch *f = userdata;
-    if (atomic_load(&f->reg->cancelled))
+    if (registry_cancelled(f->reg))
         return -ECANCELED;
     if (!f->streaming) {
         size_t take = len < BLOB_STAGE - f->staged ? len : BLOB_STAGE - f->staged;
@@ -761,7 +762,7 @@ static int blob_loop(struct blob_fetch *f, struct errmsg *e)
         blob_request(f, path, range, &q);
         f->sink_error = 0;
         int k = registry_attempt(f->reg, &q, &resp, &gen, e);
-        if (k == -ECANCELED || atomic_load(&f->reg->cancelled)) {
+        if (k == -ECANCELED || registry_cancelled(f->reg)) {
             http_response_done(&resp);
             return errmsg_set(e, -ECANCELED, "%s: cancelled", f->what);
         }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -30,6 +31,9 @@ struct registry_opts {
     /* Plain HTTP only for the hosts in insecure, loopback ones too (the node cache's service:
      * whoever can answer on a plain-HTTP address can vouch for any layer there). */
     bool loopback_needs_listing;
+    /* A flag of the caller's that cancels this client's requests as registry_cancel() does
+     * (the node cache's service sets it to make way for a rekey). NULL: none. */
+    const atomic_bool *cancel;
     /* The file that messages tell to change (insecure_registries, max_layer_size); NULL:
      * "capsule.conf". */
     const char *config_name;

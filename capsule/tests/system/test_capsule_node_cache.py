@@ -759,3 +759,34 @@ def test_bytes_one_registry_served_are_not_another_registrys(world):
     assert r.returncode == 0, r.stderr + world.node.proc.tail()
     path = record(ann)["layer_paths"][-1]
     assert cu.run(["cat", f"{path}/many/secret"], user=ann.owner).stdout == "TOPSECRET\n"
+
+
+def test_rekey_cancels_the_pulls_under_way(world):
+    """A rekey must not wait on a pull that someone keeps going (a slow registry, perhaps their
+    own): the pulls under way are cancelled and new ones wait; their capsule asks again and gets
+    the image under the new key."""
+    world.push("multi", "shared/multi:1")
+    proxy = cu.SlowProxy(world.reg.port, rate=64 * 1024)
+    world.node.trust_registries(proxy.host)
+    try:
+        name = f"{proxy.host}/shared/multi:1"
+        ann = world.home("rc", "alice")
+        ann.write_credentials(f"machine {proxy.host} login alice password "
+                              f"{REGISTRY_USERS['alice']}\n")
+        pull = cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "pull", "-q", name]),
+                       world.workdir / "rc-pull.log", env=ann.env())
+        tmp = world.node.dir / "tmp"
+        cu.wait_for(lambda: any(p.name.endswith(".partial") for p in tmp.iterdir()), 60,
+                    "the service's download")
+        admin = cu.Home(world.workdir / "admin")
+        admin.write_config(node_cache=str(world.node.socket))
+        r = admin.capsule("gc", "--node", "--rekey")
+        assert r.returncode == 0 and "new key" in r.stdout, r.stdout + r.stderr
+        assert pull.wait(240) == 0, pull.log() + world.node.proc.tail()
+        assert "changing its key" in world.node.proc.log()
+        paths = record(ann)["layer_paths"]
+        assert all(os.path.isdir(p) for p in paths), paths
+        r = ann.capsule("run", "--no-home", "--entrypoint", "cat", name, "/etc/hello")
+        assert r.returncode == 0 and r.stdout == "changed\n", r.stderr
+    finally:
+        proxy.stop()
