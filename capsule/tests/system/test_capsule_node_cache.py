@@ -60,6 +60,25 @@ class World:
                             f"{REGISTRY_USERS[registry_user]}\n")
         return h
 
+    def slow_proxy(self, rate):
+        """A throttling proxy in front of the registry (rate bytes/s), which the service trusts
+        as it trusts the registry."""
+        proxy = cu.SlowProxy(self.reg.port, rate=rate)
+        self.node.trust_registries(proxy.host)
+        return proxy
+
+    def proxy_home(self, role, registry_user, proxy):
+        """home(), logging in through the proxy as registry_user."""
+        h = self.home(role, registry_user)
+        h.write_credentials(f"machine {proxy.host} login {registry_user} password "
+                            f"{REGISTRY_USERS[registry_user]}\n")
+        return h
+
+    def pull_in_background(self, h, name, log):
+        """`capsule pull -q name` as h's owner, running on (cu.Proc, its log in log)."""
+        return cu.Proc(cu.as_user(h.owner, [cu.capsule_binary(h.owner), "pull", "-q", name]),
+                       self.workdir / log, env=h.env())
+
     def blob_gets(self):
         """{digest: GETs the registry answered}, for every blob fetched so far."""
         pat = re.compile(r'http\.request\.method=GET .*http\.request\.uri="/v2/[^"]*/blobs/'
@@ -323,8 +342,7 @@ def big_layer_image(world):
 def test_killed_mid_unpack_leaves_no_half_layer(world):
     name = big_layer_image(world)
     ann = world.home("ka", "alice")
-    pull = cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "pull", "-q", name]),
-                   world.workdir / "kill-pull.log", env=ann.env())
+    pull = world.pull_in_background(ann, name, "kill-pull.log")
     tmp = world.node.dir / "tmp"
     cu.wait_for(lambda: any(p.is_dir() and "." in p.name for p in tmp.iterdir()), 60,
                 "an unpack in progress")
@@ -351,9 +369,7 @@ def test_a_full_disk_is_named_to_every_requester(world):
         world.node.start()
         name = world.push("multi", "shared/multi:1")
         homes = [world.home(f"d{i}", "alice") for i in range(2)]
-        procs = [cu.Proc(cu.as_user(h.owner, [cu.capsule_binary(h.owner), "pull", "-q", name]),
-                         world.workdir / f"full{i}.log", env=h.env()) for i, h in
-                 enumerate(homes)]
+        procs = [world.pull_in_background(h, name, f"full{i}.log") for i, h in enumerate(homes)]
         for p in procs:
             assert p.wait(120) != 0
             assert "node cache" in p.log() and "space" in p.log(), p.log()
@@ -443,6 +459,18 @@ def test_size_limit_evicts_what_no_container_runs(world):
     assert all(os.path.isdir(p) for p in record(ann)["layer_paths"])
 
 
+def running_as(uid, cmdline):
+    """Whether a process of uid runs with exactly that command line (NUL-separated)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if (os.stat(f"/proc/{pid}").st_uid == uid and
+                    open(f"/proc/{pid}/cmdline", "rb").read().rstrip(b"\0") == cmdline):
+                return True
+        except OSError:
+            pass
+    return False
+
+
 def test_rekey_takes_every_path_back(world):
     """After a new node key, no path handed out before leads anywhere: a user's next start pulls
     again, which asks the registry again. A container that runs meanwhile keeps its files."""
@@ -452,9 +480,11 @@ def test_rekey_takes_every_path_back(world):
     old = record(ann)["layer_paths"]
     run = cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "run", "--no-home",
                                          "--entrypoint", "busybox", name, "sh", "-c",
-                                         "sleep 2; cat /etc/hello"]),
+                                         "sleep 2.5; cat /etc/hello"]),
                   world.workdir / "rekey-run.log", env=ann.env())
-    cu.wait_for(lambda: cu.layer_locked(old[-1]), 30, "the container's start")
+    # Running, not only starting: its layers mounted (a start that a rekey overtakes fails).
+    cu.wait_for(lambda: running_as(ann.owner[0], b"sleep\x002.5"), 30, "the container's start")
+    assert cu.layer_locked(old[-1])
     admin = cu.Home(world.workdir / "admin")
     admin.write_config(node_cache=str(world.node.socket))
     r = admin.capsule("gc", "--node", "--rekey")
@@ -474,22 +504,16 @@ def test_a_requester_who_leaves_does_not_cancel_the_others(world):
     and the first requester gives up in the middle; the second still gets the image, from the
     one download that was under way."""
     world.push("multi", "shared/multi:1")
-    proxy = cu.SlowProxy(world.reg.port, rate=64 * 1024)
-    world.node.trust_registries(proxy.host)
+    proxy = world.slow_proxy(64 * 1024)
     try:
         name = f"{proxy.host}/shared/multi:1"
-        ann, ben = world.home("wa", "alice"), world.home("wb", "bob")
-        for h in (ann, ben):
-            h.write_credentials(f"machine {proxy.host} login {'alice' if h is ann else 'bob'} "
-                                f"password {REGISTRY_USERS['alice' if h is ann else 'bob']}\n")
-        first = cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "pull", "-q", name]),
-                        world.workdir / "first.log", env=ann.env())
+        ann = world.proxy_home("wa", "alice", proxy)
+        ben = world.proxy_home("wb", "bob", proxy)
+        first = world.pull_in_background(ann, name, "first.log")
         tmp = world.node.dir / "tmp"
         cu.wait_for(lambda: any(p.name.endswith(".partial") for p in tmp.iterdir()), 60,
                     "the service's download")
-        second = cu.Proc(cu.as_user(ben.owner, [cu.capsule_binary(ben.owner), "pull", "-q",
-                                                name]), world.workdir / "second.log",
-                         env=ben.env())
+        second = world.pull_in_background(ben, name, "second.log")
         first.popen.kill()
         first.popen.wait()
         assert second.wait(180) == 0, second.log() + world.node.proc.tail()
@@ -506,16 +530,11 @@ def test_one_user_many_pulls_at_once(world):
     """A job array's tasks on one node pull the same image at once, all as one user: more than
     lib/http-server's usual share of one user's connections; all of them get it."""
     world.push("multi", "shared/multi:1")
-    proxy = cu.SlowProxy(world.reg.port, rate=512 * 1024)
-    world.node.trust_registries(proxy.host)
+    proxy = world.slow_proxy(512 * 1024)
     try:
         name = f"{proxy.host}/shared/multi:1"
-        ann = world.home("ma", "alice")
-        ann.write_credentials(f"machine {proxy.host} login alice password "
-                              f"{REGISTRY_USERS['alice']}\n")
-        procs = [cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "pull", "-q",
-                                                name]), world.workdir / f"many{i}.log",
-                         env=ann.env()) for i in range(12)]
+        ann = world.proxy_home("ma", "alice", proxy)
+        procs = [world.pull_in_background(ann, name, f"many{i}.log") for i in range(12)]
         for p in procs:
             assert p.wait(180) == 0, p.log() + world.node.proc.tail()
             p.stop()
@@ -534,15 +553,11 @@ def test_gc_runs_while_a_pull_downloads(world):
     world.push("multi", "shared/multi:1")
     stray = world.node.dir / "layers" / ("0" * 64)
     cu.run(["mkdir", str(stray)], user=world.node.account, check=True)
-    proxy = cu.SlowProxy(world.reg.port, rate=128 * 1024)
-    world.node.trust_registries(proxy.host)
+    proxy = world.slow_proxy(128 * 1024)
     try:
         name = f"{proxy.host}/shared/multi:1"
-        ann = world.home("gw", "alice")
-        ann.write_credentials(f"machine {proxy.host} login alice password "
-                              f"{REGISTRY_USERS['alice']}\n")
-        pull = cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "pull", "-q", name]),
-                       world.workdir / "gw-pull.log", env=ann.env())
+        ann = world.proxy_home("gw", "alice", proxy)
+        pull = world.pull_in_background(ann, name, "gw-pull.log")
         layers = world.node.dir / "layers"
         # A layer is in place and the pull goes on: that layer has no record yet.
         cu.wait_for(lambda: any(p.name != stray.name and not p.name.endswith(".lease")
@@ -571,13 +586,10 @@ def test_a_token_that_expires_mid_pull(world):
     world.push("multi", "shared/multi:1")
     world.ts.expires_in, world.ts.registry_leeway = 3, 60
     world.node.config["parallel_downloads"] = "1"
-    proxy = cu.SlowProxy(world.reg.port, rate=256 * 1024)
-    world.node.trust_registries(proxy.host)
+    proxy = world.slow_proxy(256 * 1024)
     try:
         name = f"{proxy.host}/shared/multi:1"
-        ann = world.home("te", "alice")
-        ann.write_credentials(f"machine {proxy.host} login alice password "
-                              f"{REGISTRY_USERS['alice']}\n")
+        ann = world.proxy_home("te", "alice", proxy)
         before = len(world.ts.requests)
         r = ann.capsule("pull", "-q", name, timeout=300)
         assert r.returncode == 0, r.stderr + world.node.proc.tail()
@@ -732,9 +744,7 @@ def test_bytes_one_registry_served_are_not_another_registrys(world):
                   [(f"many/f{i:05d}", "file", b"%d\n" % i, 0o644) for i in range(20000)])
     lay.push("big", world.reg.host, "private/secret:big", creds=("alice", "wonderland"))
     ann, ben = world.home("ka", "alice"), world.home("kb", "bob")
-    pull = cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "pull", "-q",
-                                          f"{world.reg.host}/private/secret:big"]),
-                   world.workdir / "k-pull.log", env=ann.env())
+    pull = world.pull_in_background(ann, f"{world.reg.host}/private/secret:big", "k-pull.log")
     tmp = world.node.dir / "tmp"
     cu.wait_for(lambda: any(p.is_dir() and "." in p.name for p in tmp.iterdir()), 60,
                 "the private layer's unpack")
@@ -766,15 +776,11 @@ def test_rekey_cancels_the_pulls_under_way(world):
     own): the pulls under way are cancelled and new ones wait; their capsule asks again and gets
     the image under the new key."""
     world.push("multi", "shared/multi:1")
-    proxy = cu.SlowProxy(world.reg.port, rate=64 * 1024)
-    world.node.trust_registries(proxy.host)
+    proxy = world.slow_proxy(64 * 1024)
     try:
         name = f"{proxy.host}/shared/multi:1"
-        ann = world.home("rc", "alice")
-        ann.write_credentials(f"machine {proxy.host} login alice password "
-                              f"{REGISTRY_USERS['alice']}\n")
-        pull = cu.Proc(cu.as_user(ann.owner, [cu.capsule_binary(ann.owner), "pull", "-q", name]),
-                       world.workdir / "rc-pull.log", env=ann.env())
+        ann = world.proxy_home("rc", "alice", proxy)
+        pull = world.pull_in_background(ann, name, "rc-pull.log")
         tmp = world.node.dir / "tmp"
         cu.wait_for(lambda: any(p.name.endswith(".partial") for p in tmp.iterdir()), 60,
                     "the service's download")
