@@ -118,18 +118,21 @@ static int answer(void *userdata, const struct image_record *rec, struct errmsg 
     return r;
 }
 
-/* With max_user_size: what is left of uid's share, for the pull to check before it fetches. */
-static int user_budget(struct cached *c, uid_t uid, struct pull_opts *o, struct errmsg *e)
+/* With max_user_size: a pull's part of its requester's share, reserved before it fetches
+ * (pull_opts.reserve) and given back when it ends, when its image counts as the uid's. */
+struct share {
+    struct cached *c;
+    uid_t uid;
+    uint64_t reserved;
+};
+
+static int reserve_share(void *userdata, uint64_t need, struct errmsg *e)
 {
-    uint64_t used = 0, max = c->cfg->max_user_size;
-    if (!max)
-        return 0;
-    int r = cached_user_bytes(c, uid, &used, e);
-    if (r < 0)
-        return r;
-    o->fetch_budget_set = true;
-    o->fetch_budget = used < max ? max - used : 0;
-    return 0;
+    struct share *sh = userdata;
+    int r = cached_share_reserve(sh->c, sh->uid, need, e);
+    if (r >= 0)
+        sh->reserved = need;
+    return r;
 }
 
 /* Pulls ref into view for uid with the requester's credentials; a->json is the answer, made
@@ -159,9 +162,17 @@ static int pull_for(struct cached *c, struct answer *a, const struct image_ref *
         .saved = answer,
         .saved_userdata = a,
     };
-    int r = user_budget(c, uid, &o, e);
+    struct share sh = {.c = c, .uid = uid};
+    if (c->cfg->max_user_size) {
+        o.reserve = reserve_share;
+        o.reserve_userdata = &sh;
+    }
+    int r = pull_image(a->view, ref, &o, rec, e);
+    /* A pull that succeeded counts as the uid's from here on (cached_note_use, before this
+     * returns to the request); one that failed took nothing. */
     if (r >= 0)
-        r = pull_image(a->view, ref, &o, rec, e);
+        cached_note_use(c, rec->name, uid);
+    cached_share_release(c, uid, sh.reserved);
     free(tally.bytes);
     /* Plain HTTP, or TLS the service cannot check: whoever answers on that address could vouch
      * for any layer there, so the service shares nothing from it unless its administrator lists
@@ -215,7 +226,6 @@ void cached_pull(struct cached *c, const struct http_request *req, struct http_r
     json_t *j = a.json;
     if (r >= 0) {
         atomic_fetch_add(&c->stats.pulls_served, 1);
-        cached_note_use(c, rec.name, req->peer.uid);
         log_info("uid %u: %s (%zu layers)", (unsigned)req->peer.uid, rec.name, rec.n_layers);
         http_reply_json(reply, 200, j);
         /* Room for what comes next; the answer stands either way (this image is never

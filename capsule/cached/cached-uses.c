@@ -11,6 +11,7 @@
 #include "capsule/cached/cached.h"
 #include "lib/log.h"
 #include "lib/macro.h"
+#include "lib/units.h"
 
 #define USES_FILE "uses.json"
 #define USES_MAX  (16u << 20)
@@ -69,10 +70,16 @@ static json_t *uses_to_json(const struct cached *c)
     return all;
 }
 
-/* Called with c->lock held. A failure is logged: the table in memory is still right. */
-static void uses_save_locked(struct cached *c)
+/* Writes the table as it is now; called without c->lock, so that nobody waits for the disk (or
+ * for a gc, whose lock the write takes) to look a use up. Writes come one at a time, each of the
+ * table as it was when it began, so the last one written is the newest. A failure is logged:
+ * the table in memory is still right. */
+static void uses_save(struct cached *c)
 {
+    pthread_mutex_lock(&c->save_lock);
+    pthread_mutex_lock(&c->lock);
     json_t *j = uses_to_json(c);
+    pthread_mutex_unlock(&c->lock);
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     struct errmsg e = {{0}};
@@ -81,6 +88,7 @@ static void uses_save_locked(struct cached *c)
     else if (store_node_state_write(c->store, USES_FILE, text, strlen(text), &e) < 0)
         log_warning("cannot record image uses: %s", e.text);
     free(text);
+    pthread_mutex_unlock(&c->save_lock);
 }
 
 static int use_from_json(struct cached *c, const char *image, json_t *one)
@@ -126,9 +134,11 @@ int cached_uses_load(struct cached *c)
     json_decref(all);
     if (r == -ENOMEM)
         return r;
-    if (r < 0)
+    if (r < 0) {
+        cached_uses_done(c); /* all of it, not the part before the damage */
         log_warning("%s/" USES_FILE " is damaged (%s): who used which image is forgotten",
                     c->cfg->dir, strerror(-r));
+    }
     return 0;
 }
 
@@ -141,6 +151,9 @@ void cached_uses_done(struct cached *c)
     free(c->uses);
     c->uses = NULL;
     c->n_uses = 0;
+    free(c->reserved);
+    c->reserved = NULL;
+    c->n_reserved = 0;
 }
 
 void cached_note_use(struct cached *c, const char *image, uid_t uid)
@@ -152,9 +165,10 @@ void cached_note_use(struct cached *c, const char *image, uid_t uid)
     if (u) {
         u->last_used = (int64_t)time(NULL);
         (void)use_add_uid(u, uid);
-        uses_save_locked(c);
     }
     pthread_mutex_unlock(&c->lock);
+    if (u)
+        uses_save(c);
 }
 
 void cached_forget_use(struct cached *c, const char *image)
@@ -165,9 +179,10 @@ void cached_forget_use(struct cached *c, const char *image)
         free(u->image);
         free(u->uids);
         *u = c->uses[--c->n_uses];
-        uses_save_locked(c);
     }
     pthread_mutex_unlock(&c->lock);
+    if (u)
+        uses_save(c);
 }
 
 int64_t cached_last_use(struct cached *c, const struct image_record *r)
@@ -205,6 +220,50 @@ int cached_user_bytes(struct cached *c, uid_t uid, uint64_t *ret, struct errmsg 
     free(recs);
     *ret = total;
     return 0;
+}
+
+static struct cached_reservation *reservation(struct cached *c, uid_t uid)
+{
+    for (size_t i = 0; i < c->n_reserved; i++)
+        if (c->reserved[i].uid == uid)
+            return &c->reserved[i];
+    struct cached_reservation *grown = realloc(c->reserved, (c->n_reserved + 1) * sizeof(*grown));
+    if (!grown)
+        return NULL;
+    c->reserved = grown;
+    grown[c->n_reserved] = (struct cached_reservation){.uid = uid};
+    return &grown[c->n_reserved++];
+}
+
+int cached_share_reserve(struct cached *c, uid_t uid, uint64_t need, struct errmsg *e)
+{
+    uint64_t used = 0, max = c->cfg->max_user_size;
+    int r = cached_user_bytes(c, uid, &used, e);
+    if (r < 0)
+        return r;
+    pthread_mutex_lock(&c->lock);
+    struct cached_reservation *v = reservation(c, uid);
+    uint64_t taken = v ? used + v->bytes : 0;
+    char a[16], b[16];
+    if (!v)
+        r = errmsg_set(e, -ENOMEM, "out of memory");
+    else if (need > 0 && taken + need > max)
+        r = errmsg_set(e, -EDQUOT, "the layers to fetch declare %s, and %s of the share is left",
+                       units_format_bytes((int64_t)need, a),
+                       units_format_bytes(taken < max ? (int64_t)(max - taken) : 0, b));
+    else
+        v->bytes += need;
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
+void cached_share_release(struct cached *c, uid_t uid, uint64_t bytes)
+{
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n_reserved; i++)
+        if (c->reserved[i].uid == uid)
+            c->reserved[i].bytes -= bytes < c->reserved[i].bytes ? bytes : c->reserved[i].bytes;
+    pthread_mutex_unlock(&c->lock);
 }
 
 size_t cached_users(struct cached *c, const char *image)

@@ -18,6 +18,7 @@ int cached_init(struct cached *c, const struct cached_config *cfg, struct errmsg
     *c = (struct cached){.cfg = cfg};
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->evict_lock, NULL);
+    pthread_mutex_init(&c->save_lock, NULL);
     /* Writers first: a rekey waiting for the pulls under way holds new ones off. */
     pthread_rwlockattr_t attr;
     pthread_rwlockattr_init(&attr);
@@ -42,6 +43,7 @@ void cached_done(struct cached *c)
     cached_uses_done(c);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->evict_lock);
+    pthread_mutex_destroy(&c->save_lock);
     pthread_rwlock_destroy(&c->key_lock);
 }
 

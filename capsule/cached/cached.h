@@ -56,6 +56,12 @@ struct cached_use {
     int64_t last_used;
 };
 
+/* What a uid's pulls under way may still fetch into its share (max_user_size). */
+struct cached_reservation {
+    uid_t uid;
+    uint64_t bytes;
+};
+
 struct cached_stats {
     atomic_uint_fast64_t pulls_served, pulls_refused, pulls_failed;
     atomic_uint_fast64_t layers_fetched, layer_hits, bytes_fetched, evictions;
@@ -66,7 +72,8 @@ struct cached {
     struct store *store;
     struct roles roles;
     struct cached_stats stats;
-    pthread_mutex_t lock;       /* guards uses */
+    pthread_mutex_t lock;       /* guards uses and reserved */
+    pthread_mutex_t save_lock;  /* one write of uses.json at a time, outside lock */
     pthread_mutex_t evict_lock; /* one eviction at a time */
     /* Views of the store (store_node_view) copy its key: taken shared by a pull from its view to
      * its answer, and to make any other view; exclusively to change the key (gc --rekey), which
@@ -75,6 +82,8 @@ struct cached {
     atomic_bool rekeying;
     struct cached_use *uses;
     size_t n_uses;
+    struct cached_reservation *reserved; /* max_user_size: pulls under way, per uid */
+    size_t n_reserved;
 };
 
 int cached_init(struct cached *c, const struct cached_config *cfg, struct errmsg *e);
@@ -101,6 +110,11 @@ int64_t cached_last_use(struct cached *c, const struct image_record *r);
 size_t cached_users(struct cached *c, const char *image);
 /* The compressed bytes of the images that uid alone has asked for (max_user_size). */
 int cached_user_bytes(struct cached *c, uid_t uid, uint64_t *ret, struct errmsg *e);
+/* Reserves need bytes of uid's share for a pull under way, counting its images and its other
+ * pulls under way: 0, or -EDQUOT saying what is left. Released with cached_share_release once
+ * the pull has ended (its image, if any, then counts through cached_note_use). */
+int cached_share_reserve(struct cached *c, uid_t uid, uint64_t need, struct errmsg *e);
+void cached_share_release(struct cached *c, uid_t uid, uint64_t bytes);
 
 /* A view of the node store for registry origin, under key_lock. */
 int cached_view(struct cached *c, const char *origin, struct store **ret, struct errmsg *e);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -147,6 +148,18 @@ static int serve(struct cached *c, const struct cached_config *cfg)
     return 0;
 }
 
+/* A pull holds a lock (an fd) per distinct layer of its image until its record is saved, and
+ * the service runs many at once: the soft limit (often 1024) is raised to the hard one. */
+static void raise_fd_limit(void)
+{
+    struct rlimit l;
+    if (getrlimit(RLIMIT_NOFILE, &l) == 0 && l.rlim_cur < l.rlim_max) {
+        l.rlim_cur = l.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &l) < 0)
+            log_warning("cannot raise the open files limit: %m");
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct args a = {.level = LOG_LEVEL_INFO};
@@ -180,6 +193,7 @@ int main(int argc, char **argv)
         return 1;
     }
     umask(022);
+    raise_fd_limit();
     struct cached c;
     int r = cached_init(&c, &cfg, &e);
     if (r < 0)

@@ -208,11 +208,18 @@ static int layer_make(struct pull_ctx *c, size_t i, struct errmsg *e)
     int r = store_download_begin(c->s, d->digest, &dl, e);
     if (r < 0)
         return r;
-    /* A blob already here is what a pull that did not finish fetched (from this registry: in a
-     * node store its name says so); like a layer, it counts for these credentials only once the
-     * registry vouches. */
-    if (r == 1 && c->o->check_cached && (r = registry_check_blob(c->reg, d->digest, e)) >= 0)
-        r = 1;
+    /* A blob or partial download already here is what a pull that did not finish fetched (from
+     * this registry: in a node store its name says so); like a layer, it counts for these
+     * credentials only once the registry vouches. A whole partial would otherwise be taken
+     * without a request. */
+    bool found = r == 1 || dl.offset > 0;
+    if (found && c->o->check_cached) {
+        int k = registry_check_blob(c->reg, d->digest, e);
+        if (k < 0) {
+            store_download_abort(&dl, true);
+            return k;
+        }
+    }
     if (r == 0) {
         struct layer_progress lp = {c, i};
         r = registry_get_blob(c->reg, d->digest, d->size, dl.fd, dl.offset, on_progress, &lp, e);
@@ -233,7 +240,7 @@ static int layer_make(struct pull_ctx *c, size_t i, struct errmsg *e)
     return r;
 }
 
-static int layer_pull(struct pull_ctx *c, size_t i, struct errmsg *e)
+static int layer_pull_held(struct pull_ctx *c, size_t i, struct errmsg *e)
 {
     const struct descriptor *d = &c->m->layers[i];
     /* From here until the record is saved, the layer is in use: gc leaves a layer whose lock is
@@ -252,6 +259,26 @@ static int layer_pull(struct pull_ctx *c, size_t i, struct errmsg *e)
     if (r == 0)
         r = layer_make(c, i, e);
     return r < 0 ? r : 0;
+}
+
+/* Whether layer i is the first of the manifest's entries with its digest (an image may list one
+ * layer several times: it is held once). */
+static bool first_of_digest(const struct manifest *m, size_t i)
+{
+    for (size_t j = 0; j < i; j++)
+        if (strcmp(m->layers[j].digest, m->layers[i].digest) == 0)
+            return false;
+    return true;
+}
+
+static int layer_pull(struct pull_ctx *c, size_t i, struct errmsg *e)
+{
+    int r = layer_pull_held(c, i, e);
+    if (!first_of_digest(c->m, i) && c->holds[i] >= 0) {
+        close(c->holds[i]);
+        c->holds[i] = -1;
+    }
+    return r;
 }
 
 static void *layer_worker(void *userdata)
@@ -328,10 +355,9 @@ static int check_layer_sizes(struct store *s, const struct manifest *m, const st
         if (!store_has_layer(s, d->digest))
             need += (uint64_t)d->size;
     }
-    if (o->fetch_budget_set && need > o->fetch_budget)
-        return errmsg_set(
-            e, -EDQUOT, "the layers to fetch declare %s, and the requester's share has %s left",
-            units_format_bytes((int64_t)need, a), units_format_bytes((int64_t)o->fetch_budget, b));
+    int r = o->reserve ? o->reserve(o->reserve_userdata, need, e) : 0;
+    if (r < 0)
+        return r;
     struct statvfs v;
     if (statvfs(store_root(s), &v) < 0)
         return 0; /* no figure to check against: the download's own ENOSPC will tell */

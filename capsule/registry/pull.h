@@ -51,11 +51,11 @@ struct pull_opts {
     /* The largest layer to take, as the manifest declares it (bytes; 0 = no limit). A download
      * never grows past the declared size, so this bounds what a registry can make us write. */
     uint64_t max_layer_size;
-    /* With fetch_budget_set: the most the layers to fetch may declare together, or -EDQUOT
-     * before anything is fetched (the node cache's max_user_size: what is left of the
-     * requester's share). */
-    bool fetch_budget_set;
-    uint64_t fetch_budget;
+    /* Called before anything is fetched with what the layers to fetch declare together; a
+     * negative return (with a message) stops the pull there: the node cache's max_user_size
+     * reserves that much of the requester's share. NULL: nothing. */
+    int (*reserve)(void *userdata, uint64_t need, struct errmsg *e);
+    void *reserve_userdata;
     /* What one layer's files may hold once unpacked (bytes; 0 = no limit); an unpack also stops
      * short of the cache's last CAPSULE_UNPACK_RESERVE of free space. */
     uint64_t max_unpacked_size;

@@ -176,6 +176,30 @@ static void test_uses_survive_a_restart(void **state)
     close_service(&cfg, &svc);
 }
 
+/* A user's share counts the images only they use and their pulls under way: pulls started at
+ * once cannot each spend the same rest. */
+static void test_share_counts_pulls_under_way(void **state)
+{
+    struct ctx *c = *state;
+    struct cached_config cfg;
+    struct cached svc;
+    open_service(c, &cfg, &svc);
+    cfg.max_user_size = 1000;
+    save_record(&svc, "reg.lan/mine:1", 600);
+    cached_note_use(&svc, "reg.lan/mine:1", 7);
+    struct errmsg e = {{0}};
+    assert_int_equal(cached_share_reserve(&svc, 7, 300, &e), 0);
+    assert_int_equal(cached_share_reserve(&svc, 7, 200, &e), -EDQUOT);
+    assert_non_null(strstr(e.text, "100 B of the share is left"));
+    /* Another user's share is theirs. */
+    assert_int_equal(cached_share_reserve(&svc, 8, 900, &e), 0);
+    /* A pull with nothing to fetch costs nothing, even past the share. */
+    assert_int_equal(cached_share_reserve(&svc, 7, 0, &e), 0);
+    cached_share_release(&svc, 7, 300);
+    assert_int_equal(cached_share_reserve(&svc, 7, 200, &e), 0);
+    close_service(&cfg, &svc);
+}
+
 static void test_damaged_uses_are_forgotten(void **state)
 {
     struct ctx *c = *state;
@@ -185,6 +209,8 @@ static void test_damaged_uses_are_forgotten(void **state)
         "{\"a\": {\"last_used\": 1, \"uids\": [-1]}}",
         "{\"a\": {\"last_used\": \"x\", \"uids\": []}}",
         "{\"a\": {\"last_used\": 1, \"uids\": [4294967296]}}",
+        /* Good before the damage: forgotten too. */
+        "{\"a\": {\"last_used\": 1, \"uids\": [5]}, \"b\": {\"uids\": 3}}",
     };
     char node[128], uses[160];
     snprintf(node, sizeof(node), "%s/node", c->dir);
@@ -213,6 +239,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_config_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_uses_survive_a_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_uses_are_forgotten, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_share_counts_pulls_under_way, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

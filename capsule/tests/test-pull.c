@@ -5,6 +5,7 @@
  * whole pulls into a store (parallel layers, index selection, a tampered layer). */
 #include <archive.h>
 #include <archive_entry.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -1164,6 +1165,118 @@ static void test_pull_gc_meanwhile(void **state)
         assert_true(store_has_layer(s, ld[i]));
 }
 
+/* In a store of others' downloads (check_cached: the node cache's), bytes an unfinished pull
+ * left, a whole blob or a whole partial download, count only once the registry vouches for
+ * them to these credentials: a registry that no longer has the blob for them refuses, and
+ * nothing is unpacked. */
+static void pull_over_leftover(void **state, bool committed)
+{
+    struct tctx *t = *state;
+    char md[DIGEST_STRING_MAX], ld[1][DIGEST_STRING_MAX];
+    fake_image(t->f, "v1", pull_host_architecture(), 1, md, ld);
+    _cleanup_(store_freep) struct store *s = open_store(t);
+    struct fake_object *o = (struct fake_object *)find(t->f->blobs, t->f->n_blobs, ld[0]);
+    struct errmsg e = {{0}};
+    struct store_download dl = {.fd = -1, .lock_fd = -1};
+    assert_int_equal(store_download_begin(s, ld[0], &dl, &e), 0);
+    assert_int_equal(write(dl.fd, o->data, o->len), (ssize_t)o->len);
+    if (committed) {
+        assert_int_equal(store_download_commit(s, &dl, &e), 0);
+        store_download_end(&dl);
+    } else
+        store_download_abort(&dl, true);
+    strcpy(o->key, "gone");
+    struct pull_opts po = {.registry = t->o, .parallel = 1, .check_cached = true};
+    assert_int_equal(pull_image(s, &t->ref, &po, NULL, &e), -ENOENT);
+    assert_false(store_has_layer(s, ld[0]));
+    /* The registry has it for them: the bytes here are used. */
+    strcpy(o->key, ld[0]);
+    assert_int_equal(pull_image(s, &t->ref, &po, NULL, &e), 0);
+    assert_true(store_has_layer(s, ld[0]));
+}
+
+static void test_leftover_blob_needs_vouching(void **state)
+{
+    pull_over_leftover(state, true);
+}
+
+static void test_leftover_partial_needs_vouching(void **state)
+{
+    pull_over_leftover(state, false);
+}
+
+/* Open descriptors of this process, for the test below. */
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    while (d && readdir(d))
+        n++;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static int most_fds;
+
+static void count_fds(void *userdata, size_t i, enum pull_layer_state state)
+{
+    (void)userdata;
+    (void)i;
+    int n = open_fds();
+    if (state == PULL_LAYER_DONE || state == PULL_LAYER_EXISTS)
+        most_fds = n > most_fds ? n : most_fds;
+}
+
+/* A pull holds each distinct layer once until its record: an image that lists one layer 600
+ * times (the layer limit allows 1024) costs one descriptor for it, not 600. */
+static void test_repeated_layer_held_once(void **state)
+{
+    struct tctx *t = *state;
+    enum { N = 600 };
+    char tarbuf[4096], d[DIGEST_STRING_MAX], cd[DIGEST_STRING_MAX];
+    size_t len = make_layer("f", "x\n", tarbuf, sizeof(tarbuf));
+    fake_blob(t->f, tarbuf, len, d);
+    char *layers = calloc(N, 200), *diff = calloc(N, 80), *config = NULL, *manifest = NULL;
+    assert_non_null(layers);
+    assert_non_null(diff);
+    for (int i = 0; i < N; i++) {
+        char entry[256];
+        snprintf(entry, sizeof(entry),
+                 "%s{\"mediaType\":\"" MEDIA_OCI_LAYER_GZIP "\",\"digest\":\"%s\",\"size\":%zu}",
+                 i ? "," : "", d, len);
+        strcat(layers, entry);
+        snprintf(entry, sizeof(entry), "%s\"%s\"", i ? "," : "", d);
+        strcat(diff, entry);
+    }
+    assert_true(asprintf(&config,
+                         "{\"architecture\":\"%s\",\"os\":\"linux\",\"rootfs\":{\"type\":"
+                         "\"layers\",\"diff_ids\":[%s]}}",
+                         pull_host_architecture(), diff) > 0);
+    fake_blob(t->f, config, strlen(config), cd);
+    assert_true(asprintf(&manifest,
+                         "{\"schemaVersion\":2,\"mediaType\":\"" MEDIA_OCI_MANIFEST
+                         "\",\"config\":{\"mediaType\":\"" MEDIA_OCI_CONFIG
+                         "\",\"digest\":\"%s\",\"size\":%zu},\"layers\":[%s]}",
+                         cd, strlen(config), layers) > 0);
+    fake_manifest(t->f, "v1", manifest, MEDIA_OCI_MANIFEST, NULL);
+    _cleanup_(store_freep) struct store *s = open_store(t);
+    struct pull_events ev = {.layer_state = count_fds};
+    struct pull_opts o = {.registry = t->o, .parallel = 4, .events = &ev};
+    struct errmsg e = {{0}};
+    int before = open_fds();
+    most_fds = 0;
+    int k = pull_image(s, &t->ref, &o, NULL, &e);
+    if (k < 0)
+        fail_msg("pull: %s", e.text);
+    /* The four workers' own descriptors (connections, locks, the layer held): a few dozen. */
+    assert_true(most_fds - before < 64);
+    free(layers);
+    free(diff);
+    free(config);
+    free(manifest);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1187,6 +1300,9 @@ int main(void)
         T(test_pull_index_picks_platform),
         T(test_pull_tampered_layer_leaves_nothing),
         T(test_pull_gc_meanwhile),
+        T(test_leftover_blob_needs_vouching),
+        T(test_leftover_partial_needs_vouching),
+        T(test_repeated_layer_held_once),
     };
 #undef T
     return test_run_cases(tests);

@@ -796,3 +796,26 @@ def test_rekey_cancels_the_pulls_under_way(world):
         assert r.returncode == 0 and r.stdout == "changed\n", r.stderr
     finally:
         proxy.stop()
+
+
+def test_pulls_at_once_cannot_overrun_a_share(world):
+    """Each pull reserves its part of its user's share before it fetches: two new 1 MiB images
+    asked for at once under a 1.5 MiB share cannot both come into the node cache."""
+    mib = 1 << 20
+    for tag in ("a", "b"):
+        lay = cu.Layout(world.workdir / f"oci-share-{tag}")
+        cu.build_big_image(lay, mib)
+        lay.push("big", world.reg.host, f"shared/multi:{tag}", creds=("alice", "wonderland"))
+    world.node.config["max_user_size"] = str(3 * mib // 2)
+    proxy = world.slow_proxy(512 * 1024)
+    try:
+        ann = world.proxy_home("sr", "alice", proxy)
+        procs = [world.pull_in_background(ann, f"{proxy.host}/shared/multi:{tag}",
+                                          f"share-{tag}.log") for tag in ("a", "b")]
+        for p in procs:
+            assert p.wait(300) == 0, p.log()
+        status, listed = world.node.api("GET", "/v1/images")
+        assert len(listed) == 1 and listed[0]["size"] <= 3 * mib // 2, listed
+        assert sum("max_user_size" in p.log() for p in procs) == 1, [p.log() for p in procs]
+    finally:
+        proxy.stop()
