@@ -11,7 +11,6 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "capsule/cached/cached.h"
 #include "capsule/node/node-protocol.h"
@@ -205,18 +204,13 @@ void cached_pull(struct cached *c, const struct http_request *req, struct http_r
     struct answer a = {0};
     int r = node_pull_request_parse(req->body, req->body_len, &ref, &auth, &e);
     /* From the view (whose names are under the current key) to the answer, no rekey: the key
-     * lock, and the store's pulls lock (store_node_rekey takes it exclusively). */
-    int pulls = -1;
+     * lock, which a rekey takes exclusively (cached.c). */
     pthread_rwlock_rdlock(&c->key_lock);
-    if (r >= 0)
-        r = store_pull_block(c->store, &pulls, &e);
     /* The registry's own layers: see store_node_view. */
     if (r >= 0)
         r = store_node_view(c->store, ref.registry, &a.view, &e);
     if (r >= 0)
         r = pull_for(c, &a, &ref, req->peer.uid, auth, &rec, &e);
-    if (pulls >= 0)
-        close(pulls);
     pthread_rwlock_unlock(&c->key_lock);
     store_free(a.view);
     if (auth) {

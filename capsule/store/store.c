@@ -410,15 +410,20 @@ int store_blob_read(const struct store *s, const char *digest, size_t max, char 
     return 0;
 }
 
-int store_blob_remove(struct store *s, const char *digest)
+static int remove_entry(struct store *s, const char *kind, const char *digest)
 {
     char rel[PATH_MAX];
-    int r = store_rel_path("blobs", digest, rel, sizeof(rel));
+    int r = entry_rel(s, kind, digest, rel, sizeof(rel));
     if (r < 0)
         return r;
     if (unlinkat(s->root_fd, rel, 0) < 0 && errno != ENOENT)
         return negative_errno();
     return 0;
+}
+
+int store_blob_remove(struct store *s, const char *digest)
+{
+    return remove_entry(s, "blobs", digest);
 }
 
 int store_layer_blob_path(const struct store *s, const char *digest, char **ret)
@@ -433,13 +438,7 @@ bool store_has_layer_blob(const struct store *s, const char *digest)
 
 int store_layer_blob_remove(struct store *s, const char *digest)
 {
-    char rel[PATH_MAX];
-    int r = layer_blob_rel(s, digest, rel, sizeof(rel));
-    if (r < 0)
-        return r;
-    if (unlinkat(s->root_fd, rel, 0) < 0 && errno != ENOENT)
-        return negative_errno();
-    return 0;
+    return remove_entry(s, "layer-blobs", digest);
 }
 
 /* ---- downloads ---- */
