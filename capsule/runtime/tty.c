@@ -67,6 +67,14 @@ static int recv_fd(int sock, int *ret)
     return 0;
 }
 
+/* The caller's window size onto a terminal of the container (either end sets it). */
+static void winsize_copy(int to)
+{
+    struct winsize ws;
+    if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 || ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0)
+        (void)ioctl(to, TIOCSWINSZ, &ws);
+}
+
 int tty_child_attach(int sock, bool force, struct errmsg *e)
 {
     bool was_tty[3];
@@ -81,6 +89,9 @@ int tty_child_attach(int sock, bool force, struct errmsg *e)
     _cleanup_close_ int slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (slave < 0)
         return errmsg_set(e, negative_errno(), "open the container's terminal %s: %m", name);
+    /* Here, before the command starts: capsule's copy on receiving the terminal may come after
+     * the command has asked for its size and found none. */
+    winsize_copy(slave);
     int r = send_fd(sock, master);
     close(sock);
     if (r < 0)
@@ -158,9 +169,7 @@ bool tty_relay_pump(struct tty_relay *t, bool master_ready, bool stdin_ready)
 
 void tty_relay_resize(struct tty_relay *t)
 {
-    struct winsize ws;
-    if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 || ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0)
-        (void)ioctl(t->master, TIOCSWINSZ, &ws);
+    winsize_copy(t->master);
 }
 
 void tty_relay_end(struct tty_relay *t)

@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -31,6 +33,7 @@
 #include "capsule/runtime/fuse-root.h"
 #include "capsule/runtime/rootfs.h"
 #include "capsule/runtime/runtime.h"
+#include "capsule/runtime/tty.h"
 
 #define N_DEEP 45
 
@@ -877,6 +880,44 @@ static void terminal_interrupt(bool pid_ns, bool own_session, bool fuse)
     unlink(ready);
 }
 
+/* The command's own terminal has the caller's window size before the command runs: a first
+ * `stty size` must not depend on when capsule, on the other end, gets round to copying it. */
+static void test_terminal_size_before_start(void **state)
+{
+    int caller = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    assert_true(caller >= 0);
+    assert_int_equal(grantpt(caller), 0);
+    assert_int_equal(unlockpt(caller), 0);
+    struct winsize ws = {.ws_row = 33, .ws_col = 77};
+    assert_int_equal(ioctl(caller, TIOCSWINSZ, &ws), 0);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int slave = open(ptsname(caller), O_RDWR | O_NOCTTY);
+        if (slave < 0 || dup2(slave, 0) < 0 || dup2(slave, 1) < 0)
+            _exit(98);
+        struct errmsg e = {{0}};
+        if (tty_child_attach(sv[1], false, &e) < 0) {
+            fprintf(stderr, "tty_child_attach: %s\n", e.text);
+            _exit(99);
+        }
+        /* Nobody has touched the new terminal from the other end: sv[0] is never read. */
+        struct winsize got = {0};
+        if (ioctl(0, TIOCGWINSZ, &got) < 0)
+            _exit(97);
+        _exit(got.ws_row == 33 && got.ws_col == 77 ? 0 : 1);
+    }
+    close(sv[1]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    close(sv[0]);
+    close(caller);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void test_terminal_interrupt(void **state)
 {
     terminal_interrupt(false, false, false);
@@ -1410,6 +1451,7 @@ int main(void)
         cmocka_unit_test(test_legacy_overlay_view),
         cmocka_unit_test(test_signal_forwarding),
         cmocka_unit_test(test_terminal_interrupt),
+        cmocka_unit_test(test_terminal_size_before_start),
         cmocka_unit_test(test_named_upper),
         cmocka_unit_test(test_ldconfig),
         cmocka_unit_test(test_exec_into_container),

@@ -206,6 +206,12 @@ class Gpuqd:
         return wait_for(lambda: (j := self.job(job_id))["state"] in states and j, timeout,
                         f"job {job_id} to be {'/'.join(states)}", interval=0.05)
 
+    def wait_reason(self, job_id, timeout=10):
+        """The job once a scheduling pass has given it a reason: a job just submitted has none
+        until the next pass, which a busy machine may run a moment after the submit's answer."""
+        return wait_for(lambda: (j := self.job(job_id))["reason"] and j, timeout,
+                        f"job {job_id} to have a reason", interval=0.05)
+
     def log(self):
         return "".join(p.read_text(errors="replace")
                        for p in sorted(self.workdir.glob("gpuqd-*.log")))

@@ -43,8 +43,8 @@ def research(d):
 
 
 def test_window_opens_at_its_boundary_and_raises_the_quota(gpuqd, workdir, users):
-    # Thursday 2026-01-15 19:59:57 in Rome (CET, UTC+1).
-    d = gpuqd(config=CONFIG, clock="2026-01-15 18:59:57")
+    # Thursday 2026-01-15 19:59:52 in Rome (CET, UTC+1): eight seconds to submit and look.
+    d = gpuqd(config=CONFIG, clock="2026-01-15 18:59:52")
     ann = users.user("ann")
     shared = workdir / "shared"
     q = research(d)
@@ -53,7 +53,7 @@ def test_window_opens_at_its_boundary_and_raises_the_quota(gpuqd, workdir, users
     jobs = [submit(d, "--queue", "research", "--gpus", "1", "--", "sleep", "300", user=ann,
                    cwd=shared) for _ in range(3)]
     d.wait_state(jobs[0], "RUNNING")
-    assert [d.job(j)["reason"] for j in jobs[1:]] == ["QuotaExceeded"] * 2
+    assert [d.wait_reason(j)["reason"] for j in jobs[1:]] == ["QuotaExceeded"] * 2
     # 20:00 in Rome: the evening window gives the queue three GPUs.
     for j in jobs[1:]:
         d.wait_state(j, "RUNNING", timeout=20)
@@ -68,7 +68,7 @@ def test_window_opens_right_across_the_spring_forward(gpuqd, workdir, users):
     """On 2026-03-29 Rome's clocks go from 02:00 CET to 03:00 CEST (01:00 UTC): 02:30 does not
     exist that day, so the 02:30 window opens at 03:00 CEST, 01:00 UTC (a fixed UTC+1 would say
     01:30 UTC, and UTC+2 00:30)."""
-    d = gpuqd(config=CONFIG, clock="2026-03-29 00:59:56")
+    d = gpuqd(config=CONFIG, clock="2026-03-29 00:59:52")
     ann = users.user("ann")
     shared = workdir / "shared"
     q = research(d)
@@ -76,7 +76,7 @@ def test_window_opens_right_across_the_spring_forward(gpuqd, workdir, users):
     jobs = [submit(d, "--queue", "research", "--gpus", "1", "--", "sleep", "300", user=ann,
                    cwd=shared) for _ in range(2)]
     d.wait_state(jobs[0], "RUNNING")
-    assert d.job(jobs[1])["reason"] == "QuotaExceeded"
+    assert d.wait_reason(jobs[1])["reason"] == "QuotaExceeded"
     d.wait_state(jobs[1], "RUNNING", timeout=20)
     q = research(d)
     assert q["window"] == "early" and q["quota"]["gpus"] == 2

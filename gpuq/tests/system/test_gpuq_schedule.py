@@ -38,6 +38,7 @@ def test_priority_order(gpuqd, workdir, users):
     inter = submit(d, "--gpus", ALL, "--interactive", "--", rec, "interactive", user=ann,
                    cwd=shared)
     later = submit(d, "--gpus", ALL, "--", rec, "later", user=ann, cwd=shared)
+    d.wait_reason(later)
     listed = {j["id"]: j for j in json.loads(gpuq(d, "ls", "--json").stdout)["jobs"]}
     assert [listed[j]["position"] for j in (inter, high, low, later)] == [1, 2, 3, 4]
     assert all(listed[j]["reason"] == "Drained" for j in (inter, high, low, later))
@@ -170,7 +171,7 @@ def test_drain_stops_everything_and_admits_nothing_until_resume(gpuqd, workdir, 
     assert d.job(a)["state"] == "PENDING" and d.job(a)["reason"] == "Drained"
     b = submit(d, "--", "true", user=ann, cwd=shared)
     time.sleep(1)
-    assert d.job(b)["state"] == "PENDING" and d.job(b)["reason"] == "Drained"
+    assert d.job(b)["state"] == "PENDING" and d.wait_reason(b)["reason"] == "Drained"
     assert gu.parse_metrics(gu.scrape(d.port).text(), allow_repeats=True)[("gpuq_drained", ())] == 1
     gpuq(d, "resume")
     assert d.wait_state(b, "COMPLETED")["state"] == "COMPLETED"
