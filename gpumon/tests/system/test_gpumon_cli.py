@@ -214,11 +214,14 @@ def test_stuck_driver_stops_the_watchdog_without_spinning(gpumon, workdir):
         # Every sampling call now hangs 10 s: the snapshot goes stale within 3 intervals.
         fx["gpus"][0]["delay_us"] = {"nvmlDeviceGetUtilizationRates": 10_000_000}
         d.write_fixture(fx)
-        time.sleep(1.5)
-        sock.settimeout(0.2)
+        # Pings come every 0.3 s while the snapshot is fresh; a second without one means the
+        # sampler is stuck. What came before that is drained here, not counted below.
+        sock.settimeout(1)
+        deadline = time.monotonic() + 6
         try:
-            while True:  # drain what came before the sampler got stuck
+            while time.monotonic() < deadline:
                 sock.recv(4096)
+            raise AssertionError("the watchdog pings went on for 6 s with the sampler stuck")
         except socket.timeout:
             pass
 

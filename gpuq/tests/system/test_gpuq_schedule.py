@@ -95,8 +95,9 @@ def test_besteffort_checkpoints_on_its_signal_and_is_killed_after_its_grace(gpuq
     assert ck.exists(), "the job never got its checkpoint signal"
     signalled = event_time(d, be, "SIGUSR1 sent")
     killed = event_time(d, be, "ended by SIGKILL")
-    assert 2.9 <= killed - signalled <= 4.5, (signalled, killed)
-    assert abs(float(ck.read_text()) - signalled) < 1
+    # Not before the grace is over; the upper bounds leave a loaded machine room to get there.
+    assert 2.9 <= killed - signalled <= 6, (signalled, killed)
+    assert -0.5 < float(ck.read_text()) - signalled < 3
     assert d.wait_state(b, "COMPLETED")["state"] == "COMPLETED"
     # Back on idle capacity, it runs again.
     assert d.wait_state(be, "RUNNING")["runs"] == 2
@@ -182,18 +183,23 @@ def test_kill_9_of_gpuqd_loses_nothing(gpuqd, workdir, users):
     d = gpuqd(config=QUEUES)
     ann = users.user("ann")
     shared = workdir / "shared"
+    go = shared / "go"
     running = submit(d, "--gpus", "1", "--", "sleep", "300", user=ann, cwd=shared)
-    ends = submit(d, "--backoff-limit", "0", "--", "sh", "-c", "sleep 2; exit 7", user=ann,
-                  cwd=shared)
+    ends = submit(d, "--backoff-limit", "0", "--", "sh", "-c",
+                  f"while [ ! -e {go} ]; do sleep 0.1; done; exit 7", user=ann, cwd=shared)
     held = submit(d, "--hold", "--", "true", user=ann, cwd=shared)
     waiting = submit(d, "--gpus", ALL, "--", "true", user=ann, cwd=shared)
     before = d.wait_state(running, "RUNNING")
     d.wait_state(ends, "RUNNING")
-    sleeper = [p for p in Path("/proc").iterdir() if p.name.isdigit()
-               and f"/{d.cgroup.name}/gpuq-job-{running}.scope" in gu.scope_of(p.name)]
-    assert sleeper
+
+    def processes(job):
+        return [p for p in Path("/proc").iterdir() if p.name.isdigit()
+                and f"/{d.cgroup.name}/gpuq-job-{job}.scope" in gu.scope_of(p.name)]
+    sleeper, ender = processes(running), processes(ends)
+    assert sleeper and ender
     d.kill9()
-    time.sleep(3)  # `ends` ends while gpuqd is down; the sleeper goes on
+    go.touch()  # `ends` ends while gpuqd is down; the sleeper goes on
+    gu.wait_for(lambda: not any(p.exists() for p in ender), 20, "`ends` to end")
     assert all(p.exists() for p in sleeper)
     d.start()
     after = d.job(running)
@@ -244,7 +250,7 @@ def test_time_limit_and_active_deadline(gpuqd, workdir, users):
                       "sleep 2; exit 1", user=ann, cwd=shared)
     job = d.wait_state(limited, "TIMEOUT", timeout=15)
     assert job["reason"] == "TimeLimit" and job["runs"] == 1
-    assert 2 <= job["end_time"] - job["start_time"] <= 4.5
+    assert 2 <= job["end_time"] - job["start_time"] <= 6
     job = d.wait_state(deadline, "TIMEOUT", timeout=20)
     assert job["reason"] == "DeadlineExceeded"
 
