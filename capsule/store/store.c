@@ -251,15 +251,23 @@ int store_record_origin(const struct image_record *r, char **ret)
     return *ret ? 0 : -ENOMEM;
 }
 
-int store_layer_rel(const struct store *s, const char *digest, char *buf, size_t size)
+/* A layer's entry: kind/ALGO/HEX in a per-user store; in a node store keyed_dir/NAME, the
+ * layer's own name (keyed by its registry). */
+static int keyed_rel(const struct store *s, const char *kind, const char *keyed_dir,
+                     const char *digest, char *buf, size_t size)
 {
     if (!s->layer_name)
-        return store_rel_path("layers", digest, buf, size);
+        return store_rel_path(kind, digest, buf, size);
     char name[STORE_LAYER_NAME_MAX];
     int r = store_layer_name(s, digest, name);
     if (r < 0)
         return r;
-    return snprintf(buf, size, "layers/%s", name) >= (int)size ? -ENAMETOOLONG : 0;
+    return snprintf(buf, size, "%s/%s", keyed_dir, name) >= (int)size ? -ENAMETOOLONG : 0;
+}
+
+int store_layer_rel(const struct store *s, const char *digest, char *buf, size_t size)
+{
+    return keyed_rel(s, "layers", "layers", digest, buf, size);
 }
 
 int store_rel_path(const char *kind, const char *digest, char *buf, size_t size)
@@ -271,19 +279,12 @@ int store_rel_path(const char *kind, const char *digest, char *buf, size_t size)
     return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
-/* A layer's blob as its download and unpack name it: blobs/ALGO/HEX in a per-user store; in a
- * node store's view blobs/sha256/NAME, the layer's own name (keyed by its registry), so that
- * bytes one registry served never count for another (a blob left by an unpack that failed, a
- * partial download). */
+/* A layer's blob as its download and unpack name it. Keyed by the layer's name in a node
+ * store, so that bytes one registry served never count for another (a blob left by an unpack
+ * that failed, a partial download). */
 static int layer_blob_rel(const struct store *s, const char *digest, char *rel, size_t size)
 {
-    if (!s->layer_name)
-        return store_rel_path("blobs", digest, rel, size);
-    char name[STORE_LAYER_NAME_MAX];
-    int r = store_layer_name(s, digest, name);
-    if (r < 0)
-        return r;
-    return snprintf(rel, size, "blobs/sha256/%s", name) >= (int)size ? -ENAMETOOLONG : 0;
+    return keyed_rel(s, "blobs", "blobs/sha256", digest, rel, size);
 }
 
 static int entry_rel(const struct store *s, const char *kind, const char *digest, char *rel,

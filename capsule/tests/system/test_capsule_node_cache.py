@@ -79,6 +79,17 @@ class World:
         return cu.Proc(cu.as_user(h.owner, [cu.capsule_binary(h.owner), "pull", "-q", name]),
                        self.workdir / log, env=h.env())
 
+    def wait_in_tmp(self, what):
+        """Waits for the service's tmp/ to hold what: "download" (a .partial blob) or "unpack"
+        (a layer's directory being filled)."""
+        tmp = self.node.dir / "tmp"
+        if what == "download":
+            cu.wait_for(lambda: any(p.name.endswith(".partial") for p in tmp.iterdir()), 60,
+                        "the service's download")
+        else:
+            cu.wait_for(lambda: any(p.is_dir() and "." in p.name for p in tmp.iterdir()), 60,
+                        "an unpack in progress")
+
     def blob_gets(self):
         """{digest: GETs the registry answered}, for every blob fetched so far."""
         pat = re.compile(r'http\.request\.method=GET .*http\.request\.uri="/v2/[^"]*/blobs/'
@@ -343,9 +354,7 @@ def test_killed_mid_unpack_leaves_no_half_layer(world):
     name = big_layer_image(world)
     ann = world.home("ka", "alice")
     pull = world.pull_in_background(ann, name, "kill-pull.log")
-    tmp = world.node.dir / "tmp"
-    cu.wait_for(lambda: any(p.is_dir() and "." in p.name for p in tmp.iterdir()), 60,
-                "an unpack in progress")
+    world.wait_in_tmp("unpack")
     before = set(os.listdir(world.node.dir / "layers"))
     world.node.kill()
     assert pull.wait(60) != 0
@@ -510,9 +519,7 @@ def test_a_requester_who_leaves_does_not_cancel_the_others(world):
         ann = world.proxy_home("wa", "alice", proxy)
         ben = world.proxy_home("wb", "bob", proxy)
         first = world.pull_in_background(ann, name, "first.log")
-        tmp = world.node.dir / "tmp"
-        cu.wait_for(lambda: any(p.name.endswith(".partial") for p in tmp.iterdir()), 60,
-                    "the service's download")
+        world.wait_in_tmp("download")
         second = world.pull_in_background(ben, name, "second.log")
         first.popen.kill()
         first.popen.wait()
@@ -745,9 +752,7 @@ def test_bytes_one_registry_served_are_not_another_registrys(world):
     lay.push("big", world.reg.host, "private/secret:big", creds=("alice", "wonderland"))
     ann, ben = world.home("ka", "alice"), world.home("kb", "bob")
     pull = world.pull_in_background(ann, f"{world.reg.host}/private/secret:big", "k-pull.log")
-    tmp = world.node.dir / "tmp"
-    cu.wait_for(lambda: any(p.is_dir() and "." in p.name for p in tmp.iterdir()), 60,
-                "the private layer's unpack")
+    world.wait_in_tmp("unpack")
     world.node.kill()
     pull.wait(60)
     assert os.listdir(world.node.dir / "blobs" / "sha256"), "no blob was left to try"
@@ -781,9 +786,7 @@ def test_rekey_cancels_the_pulls_under_way(world):
         name = f"{proxy.host}/shared/multi:1"
         ann = world.proxy_home("rc", "alice", proxy)
         pull = world.pull_in_background(ann, name, "rc-pull.log")
-        tmp = world.node.dir / "tmp"
-        cu.wait_for(lambda: any(p.name.endswith(".partial") for p in tmp.iterdir()), 60,
-                    "the service's download")
+        world.wait_in_tmp("download")
         admin = cu.Home(world.workdir / "admin")
         admin.write_config(node_cache=str(world.node.socket))
         r = admin.capsule("gc", "--node", "--rekey")
