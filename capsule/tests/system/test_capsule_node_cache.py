@@ -60,6 +60,13 @@ class World:
                             f"{REGISTRY_USERS[registry_user]}\n")
         return h
 
+    def admin(self):
+        """root's capsule, using the node cache (gc and rekey are for root and the admin
+        group)."""
+        h = cu.Home(self.workdir / "admin")
+        h.write_config(node_cache=str(self.node.socket))
+        return h
+
     def slow_proxy(self, rate):
         """A throttling proxy in front of the registry (rate bytes/s), which the service trusts
         as it trusts the registry."""
@@ -316,8 +323,7 @@ def test_gc_is_for_root_and_keeps_what_images_use(world):
     stray = world.node.dir / "layers" / ("0" * 64)
     cu.run(["mkdir", str(stray)], user=world.node.account, check=True)
     cu.run(["touch", f"{stray}.lease"], user=world.node.account, check=True)
-    admin = cu.Home(world.workdir / "admin")
-    admin.write_config(node_cache=str(world.node.socket))
+    admin = world.admin()
     # While a container runs on it (its capsule holds its lease), it stays.
     fd = cu.hold_layer(stray)
     r = admin.capsule("gc", "--node")
@@ -494,8 +500,7 @@ def test_rekey_takes_every_path_back(world):
     # Running, not only starting: its layers mounted (a start that a rekey overtakes fails).
     cu.wait_for(lambda: running_as(ann.owner[0], b"sleep\x002.5"), 30, "the container's start")
     assert cu.layer_locked(old[-1])
-    admin = cu.Home(world.workdir / "admin")
-    admin.write_config(node_cache=str(world.node.socket))
+    admin = world.admin()
     r = admin.capsule("gc", "--node", "--rekey")
     assert r.returncode == 0 and "new key, 5 layers renamed" in r.stdout, r
     assert not any(os.path.exists(p) for p in old)
@@ -570,8 +575,7 @@ def test_gc_runs_while_a_pull_downloads(world):
         cu.wait_for(lambda: any(p.name != stray.name and not p.name.endswith(".lease")
                                 for p in layers.iterdir()), 120, "the pull's first layer")
         assert pull.running(), pull.log()
-        admin = cu.Home(world.workdir / "admin")
-        admin.write_config(node_cache=str(world.node.socket))
+        admin = world.admin()
         r = admin.capsule("gc", "--node")
         assert r.returncode == 0 and "removed 1 layer;" in r.stdout, r.stdout + r.stderr
         assert not stray.exists()
@@ -787,8 +791,7 @@ def test_rekey_cancels_the_pulls_under_way(world):
         ann = world.proxy_home("rc", "alice", proxy)
         pull = world.pull_in_background(ann, name, "rc-pull.log")
         world.wait_in_tmp("download")
-        admin = cu.Home(world.workdir / "admin")
-        admin.write_config(node_cache=str(world.node.socket))
+        admin = world.admin()
         r = admin.capsule("gc", "--node", "--rekey")
         assert r.returncode == 0 and "new key" in r.stdout, r.stdout + r.stderr
         assert pull.wait(240) == 0, pull.log() + world.node.proc.tail()
